@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport"
+)
+
+// Config tunes an Engine. Zero values take the defaults in withDefaults.
+type Config struct {
+	Queue          queue.Config
+	Workers        int              // concurrent deliveries, default 64
+	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
+	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
+	SecretKey      *proto.SecretKey // decrypts enc: secrets; nil means none configured
+	DrainTimeout   time.Duration    // how long in-flight work may finish on shutdown, default 25s
+	AttemptTimeout time.Duration    // upper bound of one send, default 45s (transports have their own, shorter, timeouts)
+	InfraRetryMin  time.Duration    // first delay after an infrastructure error, default 1s
+	InfraRetryMax  time.Duration    // cap of that delay, default 30s
+	MaxRetryAfter  time.Duration    // cap on a receiver's Retry-After, default 1h
+	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
+	Logger         *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Queue = c.Queue.WithDefaults()
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.MaxDeliveryAge <= 0 {
+		c.MaxDeliveryAge = 24 * time.Hour
+	}
+	if c.EventTTL <= 0 {
+		c.EventTTL = 90 * 24 * time.Hour
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 25 * time.Second
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 45 * time.Second
+	}
+	if c.InfraRetryMin <= 0 {
+		c.InfraRetryMin = time.Second
+	}
+	if c.InfraRetryMax <= 0 {
+		c.InfraRetryMax = 30 * time.Second
+	}
+	if c.MaxRetryAfter <= 0 {
+		c.MaxRetryAfter = time.Hour
+	}
+	if c.SuccessFlush <= 0 {
+		c.SuccessFlush = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Engine consumes work items and delivers them. Create it with New.
+type Engine struct {
+	cfg       Config
+	store     *store.Store
+	js        jetstream.JetStream
+	transport *transport.Registry
+	log       *slog.Logger
+	successes *successLedger
+}
+
+// New returns an engine that reads Redis through st, consumes from js and
+// sends through the transports in reg.
+func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg Config) (*Engine, error) {
+	if st == nil || js == nil || reg == nil {
+		return nil, errors.New("engine: store, JetStream and transport registry are required")
+	}
+	cfg = cfg.withDefaults()
+	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger}
+	e.successes = newSuccessLedger(e)
+	return e, nil
+}
+
+// Run consumes until ctx is done, then drains: it stops fetching, releases
+// work it has not started, lets in-flight deliveries finish for up to
+// DrainTimeout, releases whatever is still running after that, and returns.
+func (e *Engine) Run(ctx context.Context) error {
+	if _, err := queue.EnsureStream(ctx, e.js, e.cfg.Queue); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(e.cfg.Workers))
+	if err != nil {
+		return fmt.Errorf("engine: start consuming: %w", err)
+	}
+
+	// Workers run on their own context: cancelling ctx stops fetching, but a
+	// send in flight is given DrainTimeout to finish before it is cut off.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	flushDone := make(chan struct{})
+	go func() { defer close(flushDone); e.successes.run(workCtx) }()
+
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range e.cfg.Workers {
+		wg.Go(func() {
+			for m := range work {
+				e.handle(workCtx, m)
+			}
+		})
+	}
+
+	stopFetch := context.AfterFunc(ctx, it.Drain)
+	defer stopFetch()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				break
+			}
+			e.log.Warn("consumer fetch error", "err", err)
+			continue
+		}
+		if ctx.Err() != nil {
+			// Buffered but not started: hand it straight back so another
+			// replica can take it now rather than after AckWait.
+			release(m)
+			continue
+		}
+		select {
+		case work <- m:
+		case <-ctx.Done():
+			release(m)
+		}
+	}
+	close(work)
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(e.cfg.DrainTimeout):
+		e.log.Warn("drain timeout: releasing in-flight deliveries", "timeout", e.cfg.DrainTimeout)
+		cancelWork()
+		<-done
+	}
+	cancelWork()
+	<-flushDone
+	e.successes.flush(context.Background())
+	return nil
+}
+
+// Ready reports whether Redis and JetStream both answer.
+func (e *Engine) Ready(ctx context.Context) error {
+	if err := e.store.Ping(ctx); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if _, err := e.js.Consumer(ctx, e.cfg.Queue.Stream, e.cfg.Queue.Consumer); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}
+
+// release gives a message back for immediate redelivery.
+func release(m jetstream.Msg) { _ = m.Nak() }

@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport"
+)
+
+// settlement is what happens to a work item once its outcome is recorded.
+type settlement struct {
+	kind  settleKind
+	delay time.Duration // for nak
+}
+
+type settleKind int
+
+const (
+	settleAck  settleKind = iota // final state recorded (or nothing left to do)
+	settleNak                    // redeliver after delay
+	settleTerm                   // the work item itself is unusable
+)
+
+func ack() settlement                    { return settlement{kind: settleAck} }
+func nakAfter(d time.Duration) settlement { return settlement{kind: settleNak, delay: d} }
+
+// handle processes one work item and settles it. It never panics the worker:
+// a panic in a transport is recovered and the item released for a retry.
+func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		e.log.Error("work item without JetStream metadata", "err", err)
+		_ = m.Term()
+		return
+	}
+	id, err := queue.DeliveryID(m)
+	if err != nil {
+		e.quarantineItem(ctx, m, err)
+		return
+	}
+	stop := e.keepAlive(m)
+	s := e.safeProcess(ctx, id, md)
+	stop()
+	switch s.kind {
+	case settleAck:
+		_ = m.Ack()
+	case settleNak:
+		_ = m.NakWithDelay(s.delay)
+	case settleTerm:
+		_ = m.Term()
+	}
+}
+
+func (e *Engine) safeProcess(ctx context.Context, id string, md *jetstream.MsgMetadata) (s settlement) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("delivery processing panicked; will retry", "delivery_id", id, "panic", fmt.Sprint(r))
+			s = nakAfter(e.infraDelay(md.NumDelivered))
+		}
+	}()
+	return e.process(ctx, id, md)
+}
+
+// quarantineItem parks an unusable work item in dispatch:failed and removes
+// it from the stream. If Redis cannot take it, the item is kept for later.
+func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause error) {
+	if err := e.store.Quarantine(ctx, "", "malformed_work_item", m.Data()); err != nil {
+		e.log.Warn("cannot quarantine malformed work item; will retry", "err", err)
+		_ = m.NakWithDelay(e.cfg.InfraRetryMax)
+		return
+	}
+	e.log.Error("malformed work item quarantined in dispatch:failed", "err", cause)
+	_ = m.Term()
+}
+
+// keepAlive tells the server the item is still being worked on, so a slow
+// send never outlives AckWait and reaches a second replica.
+func (e *Engine) keepAlive(m jetstream.Msg) (stop func()) {
+	every := e.cfg.Queue.AckWait / 3
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// process runs the decision matrix of the reference service (contract
+// §6.2–6.7) with jetrelay's fixes, and returns how to settle the item.
+func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetadata) settlement {
+	log := e.log.With("delivery_id", id)
+	rec, err := e.store.Delivery(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// Expired or deleted: nothing left to deliver, and nothing to record.
+		log.Warn("delivery record not found; dropping work item", "outcome", "missing_record")
+		return ack()
+	case errors.Is(err, store.ErrCorrupt):
+		if qerr := e.store.Quarantine(ctx, id, "corrupt_record", nil); qerr != nil {
+			return e.infraRetry(log, md, qerr)
+		}
+		log.Error("delivery record unreadable; quarantined in dispatch:failed", "outcome", "corrupt_record", "err", err)
+		return ack()
+	case err != nil:
+		return e.infraRetry(log, md, err)
+	}
+	d := rec.Delivery
+	log = log.With("subscription_id", d.SubscriptionID, "event_id", d.EventID)
+	if d.Status.Terminal() {
+		log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
+		return ack()
+	}
+
+	now := time.Now()
+	if age := now.Sub(attemptedAt(d, now)); age > e.cfg.MaxDeliveryAge {
+		msg := fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, e.cfg.MaxDeliveryAge/time.Hour)
+		return e.fail(ctx, log, md, id, msg, "stale")
+	}
+	if d.Status == proto.DeliveryRetrying && d.NextRetryAt != nil {
+		// An early copy (a lost nak, a legacy retry entry): wait for the
+		// scheduled time instead of sending ahead of the backoff.
+		if wait := d.NextRetryAt.Sub(now); wait > 100*time.Millisecond {
+			return nakAfter(wait)
+		}
+	}
+
+	b, err := e.store.Load(ctx, d)
+	if err != nil {
+		return e.infraRetry(log, md, err)
+	}
+	if b.EventErr != nil {
+		msg := "Event not found: " + d.EventID
+		if errors.Is(b.EventErr, store.ErrCorrupt) {
+			msg = "Event record unreadable: " + d.EventID
+		}
+		return e.fail(ctx, log, md, id, msg, "event_not_found")
+	}
+	if b.SubscriptionErr != nil {
+		msg := "Subscription not found"
+		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
+			msg = "Subscription record unreadable"
+		}
+		return e.fail(ctx, log, md, id, msg, "subscription_not_found")
+	}
+	sub := b.Subscription
+	if sub.Status != proto.SubscriptionActive {
+		status := string(sub.Status)
+		if status == "" {
+			status = "null"
+		}
+		return e.fail(ctx, log, md, id, "Subscription not active: "+status, "subscription_inactive")
+	}
+
+	secret := ""
+	if b.HasSecret {
+		secret, err = proto.DecryptSecret(e.cfg.SecretKey, b.Secret)
+		if err != nil {
+			// Fail closed: never send unsigned when a secret exists. The
+			// key may be fixed by an operator, so this is retried like an
+			// infrastructure error until the stale cutoff.
+			return e.secretUnavailable(ctx, log, md, id, d, err)
+		}
+	}
+	return e.attempt(ctx, log, md, rec, b, secret)
+}
+
+// attempt sends the delivery once and records the outcome.
+func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string) settlement {
+	d, ev, sub := rec.Delivery, b.Event, b.Subscription
+	attempt := d.Attempts + 1
+	log = log.With("attempt", attempt)
+	traceID, traceparent := proto.OutboundTrace(ev.TraceID, d)
+	req := &transport.Request{
+		URL:            sub.URL,
+		Body:           b.EventRaw,
+		EventID:        ev.EventID,
+		EventType:      ev.EventType,
+		TraceID:        traceID,
+		Traceparent:    traceparent,
+		RequestID:      ev.RequestID,
+		Headers:        sub.Headers,
+		DeliveryID:     d.DeliveryID,
+		SubscriptionID: d.SubscriptionID,
+		Attempt:        attempt,
+	}
+	if proto.SecretUsable(secret) {
+		req.Signature = proto.Sign(secret, b.EventRaw)
+	}
+	log = log.With("trace_id", traceID)
+
+	var res transport.Result
+	t, err := e.transport.Lookup(sub.URL)
+	if err == nil {
+		sendCtx, cancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
+		res, err = t.Deliver(sendCtx, req)
+		cancel()
+	}
+	if ctx.Err() != nil && err != nil {
+		// Shutdown cut the send short: this was not a real attempt.
+		return nakAfter(0)
+	}
+	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
+	if err == nil && res.Outcome == transport.Delivered {
+		return e.recordSuccess(ctx, log, md, d, sub, o)
+	}
+	return e.recordFailure(ctx, log, md, d, sub, b.Event, o)
+}
+
+func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
+	if d.AttemptedAt == nil {
+		return now
+	}
+	return d.AttemptedAt.Time
+}
+
+// infraRetry releases the item for a later retry after an infrastructure
+// error (Redis unreachable, a write that could not be made). It never
+// consumes an attempt and never fails the delivery.
+func (e *Engine) infraRetry(log *slog.Logger, md *jetstream.MsgMetadata, err error) settlement {
+	d := e.infraDelay(md.NumDelivered)
+	log.Warn("infrastructure error; delivery will be retried", "err", err, "retry_in", d)
+	return nakAfter(d)
+}
+
+// infraDelay grows with the number of deliveries of the item, capped, with
+// ±20 % jitter so that replicas do not retry in lockstep.
+func (e *Engine) infraDelay(numDelivered uint64) time.Duration {
+	d := e.cfg.InfraRetryMin
+	for i := uint64(1); i < numDelivered && d < e.cfg.InfraRetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.InfraRetryMax)
+	jitter := time.Duration(rand.Int64N(int64(d)/5+1)) * 2
+	return d - d/5 + jitter
+}

@@ -1,0 +1,276 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Roles a process can run.
+const (
+	RoleAll    = "all"    // bridge and engine
+	RoleBridge = "bridge" // Redis → JetStream only
+	RoleEngine = "engine" // JetStream → destinations only
+)
+
+// Config is everything `jetrelay run` needs. The zero value of a field means
+// its default; Load fills defaults from the option table below.
+type Config struct {
+	Role string
+
+	RedisURL      string
+	RedisHost     string
+	RedisPort     int
+	RedisPassword string
+
+	NATSURL    string // empty: start an embedded JetStream server
+	DataDir    string // embedded JetStream storage
+	NATSListen string // embedded server's client listener; empty: in-process only
+
+	Stream         string
+	Subject        string
+	Consumer       string
+	StreamReplicas int
+	AckWait        time.Duration
+	MaxAckPending  int
+
+	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
+	MaxDeliveryAge time.Duration
+	EventTTL       time.Duration
+	DeliveryTTL    time.Duration
+
+	Workers        int
+	DrainTimeout   time.Duration
+	ConnectTimeout time.Duration
+	RequestTimeout time.Duration
+	UserAgent      string
+
+	BridgeID string
+
+	ManagementPort int
+	ManagementHost string
+
+	LogFormat string
+	LogLevel  string
+}
+
+// option is one setting: its environment name, flag name, default and help.
+type option struct {
+	env, flag, def, help string
+	set                  func(c *Config, v string) error
+}
+
+func options() []option {
+	return []option{
+		{"JETRELAY_ROLE", "role", RoleAll, "what this process runs: all, bridge or engine", setString(func(c *Config) *string { return &c.Role })},
+		{"REDIS_URL", "redis-url", "", "Redis URL (redis://[:password@]host:port/db); overrides REDIS_HOST/PORT/PASSWORD", setString(func(c *Config) *string { return &c.RedisURL })},
+		{"REDIS_HOST", "redis-host", "localhost", "Redis host (as the reference service)", setString(func(c *Config) *string { return &c.RedisHost })},
+		{"REDIS_PORT", "redis-port", "6379", "Redis port", setInt(func(c *Config) *int { return &c.RedisPort })},
+		{"REDIS_PASSWORD", "redis-password", "", "Redis password", setString(func(c *Config) *string { return &c.RedisPassword })},
+		{"NATS_URL", "nats-url", "", "NATS server URL(s), comma separated; empty starts an embedded JetStream server", setString(func(c *Config) *string { return &c.NATSURL })},
+		{"JETRELAY_DATA_DIR", "data-dir", "jetrelay-data", "embedded JetStream storage directory", setString(func(c *Config) *string { return &c.DataDir })},
+		{"JETRELAY_NATS_LISTEN", "nats-listen", "", "client listen address of the embedded NATS server (e.g. 127.0.0.1:4223); empty: in-process only", setString(func(c *Config) *string { return &c.NATSListen })},
+		{"JETRELAY_STREAM", "stream", "JETRELAY_DISPATCH", "JetStream work-queue stream name", setString(func(c *Config) *string { return &c.Stream })},
+		{"JETRELAY_SUBJECT", "subject", "jetrelay.dispatch", "subject of work items", setString(func(c *Config) *string { return &c.Subject })},
+		{"JETRELAY_CONSUMER", "consumer", "jetrelay-engine", "durable consumer shared by every engine replica", setString(func(c *Config) *string { return &c.Consumer })},
+		{"JETRELAY_STREAM_REPLICAS", "stream-replicas", "1", "stream replicas (3 on a 3-node cluster for production)", setInt(func(c *Config) *int { return &c.StreamReplicas })},
+		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
+		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
+		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
+		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
+		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
+		{"JETRELAY_WORKERS", "workers", "64", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
+		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
+		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+		{"JETRELAY_USER_AGENT", "user-agent", "", "webhook User-Agent (default cycles-server-events/0.1.25.12 (jetrelay))", setString(func(c *Config) *string { return &c.UserAgent })},
+		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
+		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
+		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
+	}
+}
+
+// Load reads configuration: defaults, then the environment (getenv), then
+// flags in args. It returns flag.ErrHelp when args ask for help (after
+// printing usage to out).
+func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	opts := options()
+	for _, o := range opts {
+		v := o.def
+		if e := getenv(o.env); e != "" {
+			v = e
+		}
+		if err := o.set(c, v); err != nil {
+			return nil, fmt.Errorf("config: %s=%q: %w", o.env, v, err)
+		}
+		fs.Func(o.flag, o.help+" (env "+o.env+")", func(s string) error { return o.set(c, s) })
+	}
+	fs.Usage = func() { Usage(out, name) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Usage prints every setting with its flag, environment name and default.
+func Usage(w io.Writer, name string) {
+	fmt.Fprintf(w, "Usage: jetrelay %s [flags]\n\nEvery flag has an environment variable; a flag wins over its variable.\n\n", name)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FLAG\tENV\tDEFAULT\tMEANING")
+	for _, o := range options() {
+		def := o.def
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "--%s\t%s\t%s\t%s\n", o.flag, o.env, def, o.help)
+	}
+	tw.Flush()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	switch c.Role {
+	case RoleAll, RoleBridge, RoleEngine:
+	default:
+		errs = append(errs, fmt.Errorf("role must be all, bridge or engine, got %q", c.Role))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("workers must be at least 1, got %d", c.Workers))
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("stream replicas must be 1..5, got %d", c.StreamReplicas))
+	}
+	if c.MaxDeliveryAge <= 0 {
+		errs = append(errs, errors.New("MAX_DELIVERY_AGE_MS must be positive"))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("ack wait must be at least 1s, got %s", c.AckWait))
+	}
+	if c.MaxAckPending < c.Workers {
+		errs = append(errs, fmt.Errorf("max ack pending (%d) must be at least workers (%d)", c.MaxAckPending, c.Workers))
+	}
+	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
+		errs = append(errs, fmt.Errorf("management port out of range: %d", c.ManagementPort))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log format must be text or json, got %q", c.LogFormat))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log level must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_URL: %v", redactURLError(err)))
+		}
+	}
+	if c.BridgeID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "jetrelay"
+		}
+		c.BridgeID = h
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// RedisOptions turns the Redis settings into go-redis options: REDIS_URL
+// when set, else REDIS_HOST/REDIS_PORT/REDIS_PASSWORD.
+func (c *Config) RedisOptions() (*redis.Options, error) {
+	if c.RedisURL != "" {
+		o, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("config: REDIS_URL: %v", redactURLError(err))
+		}
+		return o, nil
+	}
+	return &redis.Options{
+		Addr:     net.JoinHostPort(c.RedisHost, strconv.Itoa(c.RedisPort)),
+		Password: c.RedisPassword,
+	}, nil
+}
+
+// redactURLError keeps a URL parse error from echoing a password.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("invalid URL: %v", ue.Err)
+	}
+	return err
+}
+
+func setString(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func setInt(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 30s, 5m): %q", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func setMillis(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("not a non-negative number of milliseconds: %q", v)
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
+	}
+}
+
+func setDays(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 3650 {
+			return fmt.Errorf("not a number of days between 1 and 3650: %q", v)
+		}
+		*field(c) = time.Duration(n) * 24 * time.Hour
+		return nil
+	}
+}
