@@ -1,0 +1,71 @@
+// Command jetrelay is a webhook and event delivery engine on NATS JetStream,
+// a drop-in replacement for the Cycles events service.
+//
+//	jetrelay run     run the bridge and the engine (see `jetrelay run --help`)
+//	jetrelay demo    a self-contained tour: embedded NATS, a throwaway Redis,
+//	                 a receiver, and deliveries that succeed, retry and fail
+//	jetrelay version print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(ctx, args[1:], stdout, stderr)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "jetrelay", version)
+	case "help", "-h", "--help":
+		usage(stdout)
+	default:
+		fmt.Fprintf(stderr, "jetrelay: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintln(stderr, "jetrelay:", err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `jetrelay: webhook and event delivery on NATS JetStream (Cycles events service replacement)
+
+Commands:
+  run       run the bridge (Redis dispatch:pending → JetStream) and the engine (JetStream → destinations)
+  demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
+  version   print the version
+
+Run 'jetrelay <command> --help' for the command's settings.
+`)
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/mgmt"
+)
+
+// cmdRun is `jetrelay run`: the production process.
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load("run", args, os.Getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
+	log.Info("jetrelay starting", "version", version, "role", cfg.Role, "workers", cfg.Workers)
+
+	s, err := newStack(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+
+	if cfg.ManagementPort > 0 {
+		checks := map[string]mgmt.Check{"dependencies": s.ready}
+		addr := net.JoinHostPort(cfg.ManagementHost, strconv.Itoa(cfg.ManagementPort))
+		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(checks, nil))
+		if err != nil {
+			return fmt.Errorf("management server: %w", err)
+		}
+		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz")
+	}
+	err = s.run(ctx)
+	log.Info("jetrelay stopped")
+	return err
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/natsserver"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport"
+	"github.com/jetrelay/jetrelay/transport/webhook"
+)
+
+// stack is one running jetrelay: its connections and the parts its role runs.
+type stack struct {
+	log      *slog.Logger
+	rdb      *redis.Client
+	embedded *natsserver.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	bridge   *bridge.Bridge
+	engine   *engine.Engine
+	webhook  *webhook.Transport
+}
+
+// newStack connects to Redis and NATS (starting an embedded JetStream
+// server when no NATS_URL is set) and builds the parts cfg.Role asks for.
+func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (s *stack, err error) {
+	s = &stack{log: log}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+
+	var key *proto.SecretKey
+	if cfg.SecretKey != "" {
+		if key, err = proto.ParseSecretKey(cfg.SecretKey); err != nil {
+			return nil, fmt.Errorf("WEBHOOK_SECRET_ENCRYPTION_KEY: %w", err)
+		}
+	}
+
+	ropts, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, err
+	}
+	ropts.PoolSize = max(ropts.PoolSize, cfg.Workers+16)
+	s.rdb = redis.NewClient(ropts)
+
+	if cfg.NATSURL == "" {
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		s.embedded, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Listen: cfg.NATSListen, Logger: log.With("component", "nats")})
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS: %w", err)
+		}
+		log.Info("embedded JetStream started", "store_dir", dir, "listen", orNone(s.embedded.ClientURL()))
+		s.nc, err = s.embedded.Connect(nats.Name("jetrelay"))
+	} else {
+		s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("jetrelay"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "server", c.ConnectedUrlRedacted()) }))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return nil, err
+	}
+
+	qc := queue.Config{
+		Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer,
+		Replicas: cfg.StreamReplicas, AckWait: cfg.AckWait, MaxAckPending: cfg.MaxAckPending,
+	}.WithDefaults()
+	if err := retryUntil(ctx, log, "create JetStream stream", func() error {
+		_, err := queue.EnsureStream(ctx, s.js, qc)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+
+	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
+		s.bridge, err = bridge.New(s.rdb, s.js, bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
+		s.webhook, err = webhook.New(webhook.Config{
+			UserAgent: cfg.UserAgent, ConnectTimeout: cfg.ConnectTimeout, RequestTimeout: cfg.RequestTimeout,
+			MaxIdleConnsPerHost: cfg.Workers,
+		})
+		if err != nil {
+			return nil, err
+		}
+		reg := transport.NewRegistry()
+		reg.Register("http", s.webhook)
+		reg.Register("https", s.webhook)
+		s.engine, err = engine.New(store.New(s.rdb), s.js, reg, engine.Config{
+			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
+			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// run runs the bridge and the engine until ctx is done and both have drained.
+func (s *stack) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if s.bridge != nil {
+		wg.Go(func() { errs <- s.bridge.Run(ctx) })
+	}
+	if s.engine != nil {
+		wg.Go(func() { errs <- s.engine.Run(ctx) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// ready is the /readyz check: Redis and JetStream reachable.
+func (s *stack) ready(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}
+
+func (s *stack) close() {
+	if s.webhook != nil {
+		s.webhook.Close()
+	}
+	if s.nc != nil {
+		_ = s.nc.Drain()
+		s.nc.Close()
+	}
+	if s.embedded != nil {
+		s.embedded.Shutdown()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+}
+
+// retryUntil retries op with capped backoff until it succeeds or ctx ends,
+// so a process started before its dependencies waits for them.
+func retryUntil(ctx context.Context, log *slog.Logger, what string, op func() error) error {
+	delay := 200 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		log.Warn(what+" failed; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func orNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "none (in-process only)"
+	}
+	return s
+}
+
+func newLogger(format, level string, w io.Writer) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
