@@ -44,13 +44,19 @@ func appendFraction(b []byte, v, width int) []byte {
 
 // ParseInstant reads an ISO-8601 instant as Jackson's InstantDeserializer
 // accepts it from these services: a UTC or offset date-time with any number
-// of fractional digits (0–9).
+// of fractional digits (0–9), whose UTC year has four digits.
 func ParseInstant(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("proto: invalid instant %s: %w", strconv.Quote(s), err)
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	// An offset can push a four-digit year out of range (9999-12-31T23:00:00-02:00);
+	// such an instant could not be written back in the form it was read.
+	if y := t.Year(); y < 0 || y > 9999 {
+		return time.Time{}, fmt.Errorf("proto: instant %s is outside years 0000-9999 in UTC", strconv.Quote(s))
+	}
+	return t, nil
 }
 
 // MillisInstant truncates t to the millisecond, the precision the reference

@@ -1,7 +1,9 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -127,7 +129,7 @@ func (s *Subscription) Policy() RetryPolicy {
 // ParseEvent reads an event:{id} record. Unknown fields are ignored.
 func ParseEvent(raw []byte) (*Event, error) {
 	var e Event
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := unmarshalRecord(raw, &e); err != nil {
 		return nil, fmt.Errorf("proto: malformed event record: %w", err)
 	}
 	return &e, nil
@@ -137,7 +139,7 @@ func ParseEvent(raw []byte) (*Event, error) {
 // contract defines makes the record unreadable, as it does for the reference.
 func ParseDelivery(raw []byte) (*Delivery, error) {
 	var d Delivery
-	if err := json.Unmarshal(raw, &d); err != nil {
+	if err := unmarshalRecord(raw, &d); err != nil {
 		return nil, fmt.Errorf("proto: malformed delivery record: %w", err)
 	}
 	if !d.Status.Known() {
@@ -150,10 +152,20 @@ func ParseDelivery(raw []byte) (*Delivery, error) {
 // is kept as is: it is simply not ACTIVE.
 func ParseSubscription(raw []byte) (*Subscription, error) {
 	var s Subscription
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if err := unmarshalRecord(raw, &s); err != nil {
 		return nil, fmt.Errorf("proto: malformed subscription record: %w", err)
 	}
 	return &s, nil
+}
+
+// unmarshalRecord decodes a record that must be a JSON object. encoding/json
+// would accept a bare null and leave a zero record, which would then look
+// like a real one with every field missing.
+func unmarshalRecord(raw []byte, v any) error {
+	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return errors.New("record is not a JSON object")
+	}
+	return json.Unmarshal(raw, v)
 }
 
 func truncateForError(b []byte) string {

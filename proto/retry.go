@@ -36,10 +36,18 @@ func (p RetryPolicy) Retries() int {
 // attempts > max_retries.
 func (p RetryPolicy) Exhausted(attempts int) bool { return attempts > p.Retries() }
 
+// MaxRetryDelay caps Delay. Admin only accepts max_delay_ms up to one hour,
+// but other writers are not bound by that, and a max_delay_ms near the int64
+// range would overflow time.Duration (about 292 years) into a negative
+// wait. Thirty days is far beyond any delivery's life (MAX_DELIVERY_AGE_MS
+// defaults to 24 h), so the cap changes no real schedule.
+const MaxRetryDelay = 30 * 24 * time.Hour
+
 // Delay is the wait before the retry that follows failed attempt number
 // attempts (1-based): min(initial × multiplier^(attempts−1), max), computed in
 // double precision and truncated toward zero as the reference does.
-// The result is never negative.
+// The result is never negative (where the reference would compute a
+// negative or NaN delay it retries at once) and never above MaxRetryDelay.
 func (p RetryPolicy) Delay(attempts int) time.Duration {
 	initial := float64(DefaultInitialDelayMs)
 	if p.InitialDelayMs != nil {
@@ -53,6 +61,7 @@ func (p RetryPolicy) Delay(attempts int) time.Duration {
 	if p.MaxDelayMs != nil {
 		maxMs = *p.MaxDelayMs
 	}
+	maxMs = min(maxMs, MaxRetryDelay.Milliseconds())
 	if attempts < 1 {
 		attempts = 1
 	}
@@ -61,18 +70,12 @@ func (p RetryPolicy) Delay(attempts int) time.Duration {
 	// anything at or beyond the cap (including +Inf) is resolved before it.
 	var ms int64
 	switch {
-	case math.IsNaN(raw) || raw <= 0:
+	case math.IsNaN(raw) || raw <= 0 || maxMs <= 0:
 		ms = 0
 	case raw >= float64(maxMs):
 		ms = maxMs
 	default:
 		ms = int64(raw)
-	}
-	if ms > maxMs {
-		ms = maxMs
-	}
-	if ms < 0 {
-		ms = 0
 	}
 	return time.Duration(ms) * time.Millisecond
 }
