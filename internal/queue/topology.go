@@ -1,0 +1,68 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamConfig is the stream EnsureStream creates for c (defaults applied).
+func StreamConfig(c Config) jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:       c.Stream,
+		Subjects:   []string{c.Subject},
+		Retention:  jetstream.WorkQueuePolicy,
+		Storage:    jetstream.FileStorage,
+		Discard:    jetstream.DiscardNew,
+		MaxMsgs:    c.MaxMsgs,
+		MaxBytes:   c.MaxBytes,
+		Duplicates: c.Duplicates,
+		Replicas:   c.Replicas,
+	}
+}
+
+// ConsumerConfig is the durable consumer EnsureConsumer creates for c
+// (defaults applied). It has no BackOff on purpose: BackOff rewrites
+// AckWait and distorts every NakWithDelay, and retry timing belongs to the
+// engine.
+func ConsumerConfig(c Config) jetstream.ConsumerConfig {
+	c = c.WithDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       c.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       c.AckWait,
+		MaxAckPending: c.MaxAckPending,
+		MaxDeliver:    c.MaxDeliver,
+	}
+}
+
+// EnsureStream creates the dispatch stream or updates it to c. It is
+// idempotent, so every bridge and engine process calls it at start-up.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := js.CreateOrUpdateStream(ctx, StreamConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("queue: ensure stream %s: %w", c.Stream, err)
+	}
+	return st, nil
+}
+
+// EnsureConsumer creates the shared durable pull consumer or updates it to
+// c. The stream must exist (see EnsureStream).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, ConsumerConfig(c))
+	if err != nil {
+		return nil, fmt.Errorf("queue: ensure consumer %s on %s: %w", c.Consumer, c.Stream, err)
+	}
+	return cons, nil
+}
