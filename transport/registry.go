@@ -43,6 +43,11 @@ func (r *Registry) Register(scheme string, t Transport) {
 func (r *Registry) Lookup(rawURL string) (Transport, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
+		// A *url.Error quotes the whole URL, credentials included: keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, Permanent(fmt.Errorf("transport: malformed URL: %w", err))
 	}
 	scheme := strings.ToLower(u.Scheme)
