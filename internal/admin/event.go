@@ -49,10 +49,16 @@ func (e Event) Validate() error {
 	} else if err := checkSelector("event_type", e.EventType); err != nil {
 		errs = append(errs, err)
 	}
-	for _, f := range []struct{ what, v string }{
-		{"event_id", e.EventID}, {"tenant_id", e.TenantID}, {"correlation_id", e.CorrelationID},
+	for _, f := range []struct {
+		what, v string
+		skip    bool
+	}{
+		{"event_id", e.EventID, e.EventID == ""},
+		{"tenant_id", e.TenantID, e.TenantID == ""},
+		// A blank correlation id is stored but, as admin does, not indexed.
+		{"correlation_id", e.CorrelationID, isBlank(e.CorrelationID)},
 	} {
-		if f.v != "" {
+		if !f.skip {
 			if err := checkKeyPart(f.what, f.v); err != nil {
 				errs = append(errs, err)
 			}

@@ -243,3 +243,30 @@ func TestSubscriptionValidate_RejectsWhatAdminRejects(t *testing.T) {
 		t.Fatalf("__system__ owner may subscribe to admin-only types, got %v", err)
 	}
 }
+
+func TestEventValidate_RejectsUnstorableEvents(t *testing.T) {
+	cases := []struct {
+		name  string
+		event Event
+	}{
+		{"no type", Event{}},
+		{"type with a newline", Event{EventType: "budget.exhausted\n"}},
+		{"event id with a space", Event{EventType: "budget.exhausted", EventID: "evt 1"}},
+		{"tenant with CR", Event{EventType: "budget.exhausted", TenantID: "a\rb"}},
+		{"correlation id with LF", Event{EventType: "budget.exhausted", CorrelationID: "c\nd"}},
+		{"data not an object", Event{EventType: "budget.exhausted", Data: json.RawMessage(`"x"`)}},
+		{"data malformed", Event{EventType: "budget.exhausted", Data: json.RawMessage(`{"a":}`)}},
+		{"metadata not an object", Event{EventType: "budget.exhausted", Metadata: json.RawMessage(`[]`)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.event.Validate(); err == nil {
+				t.Fatalf("accepted %+v", tc.event)
+			}
+		})
+	}
+	ok := Event{EventType: "budget.exhausted", TraceID: "NOT-A-TRACE-ID", CorrelationID: " ", Data: json.RawMessage(" {}")}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("odd but storable event rejected: %v", err)
+	}
+}

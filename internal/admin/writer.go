@@ -215,11 +215,10 @@ func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventI
 	if e, err = w.save(ctx, e); err != nil {
 		return "", nil, err
 	}
-	ids, err := w.rdb.SUnion(ctx, keyWebhooks(e.TenantID), keyWebhooks(SystemTenant)).Result()
+	ids, err := w.candidates(ctx, e.TenantID)
 	if err != nil {
-		return e.EventID, nil, fmt.Errorf("admin: list subscriptions of tenant %s: %w", javaString(e.TenantID), err)
+		return e.EventID, nil, err
 	}
-	slices.Sort(ids)
 	gets := make([]*redis.StringCmd, len(ids))
 	if _, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -261,6 +260,23 @@ func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventI
 		}
 	}
 	return e.EventID, deliveryIDs, nil
+}
+
+// candidates is admin's SMEMBERS webhooks:{tenant} ∪ SMEMBERS
+// webhooks:__system__, sorted. Two SMEMBERS rather than one SUNION, as
+// admin does, so the sets may live on different cluster slots.
+func (w *Writer) candidates(ctx context.Context, tenant string) ([]string, error) {
+	own, err := w.rdb.SMembers(ctx, keyWebhooks(tenant)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("admin: list subscriptions of tenant %s: %w", javaString(tenant), err)
+	}
+	system, err := w.rdb.SMembers(ctx, keyWebhooks(SystemTenant)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("admin: list system subscriptions: %w", err)
+	}
+	ids := append(own, system...)
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // Enqueue writes d with SaveAndEnqueueOnceLua, as admin's live dispatch
