@@ -1,0 +1,53 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// saveEventLua is SAVE_EVENT_LUA of contract §2.1, verbatim, so events
+// jetrelay writes land in Redis exactly as admin's and the reference's do.
+const saveEventLua = `redis.call('SET', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+if KEYS[4] then
+    redis.call('SADD', KEYS[4], ARGV[3])
+    redis.call('EXPIRE', KEYS[4], ARGV[4])
+end
+return 1`
+
+// SaveEvent stores an event the way admin does: event:{id} with a TTL, the
+// id in events:{tenant} and events:_all scored by its timestamp in epoch
+// millis, and in events:correlation:{cid} when correlationID is not blank.
+// An empty tenantID goes to events:null, the key Java's string concatenation
+// of a null tenant produces. ttl must be at least one second.
+func (s *Store) SaveEvent(ctx context.Context, raw []byte, eventID, tenantID, correlationID string, ts time.Time, ttl time.Duration) error {
+	switch {
+	case eventID == "":
+		return errors.New("store: save event: empty event id")
+	case ttl < time.Second:
+		return fmt.Errorf("store: save event %s: ttl %v is below one second", eventID, ttl)
+	case !json.Valid(raw):
+		return fmt.Errorf("store: save event %s: record is not valid JSON", eventID)
+	}
+	tenantKey := "events:" + tenantID
+	if tenantID == "" {
+		tenantKey = "events:null"
+	}
+	keys := []string{EventKey(eventID), tenantKey, "events:_all"}
+	if strings.TrimSpace(correlationID) != "" {
+		keys = append(keys, "events:correlation:"+correlationID)
+	}
+	score := strconv.FormatInt(ts.UnixMilli(), 10)
+	ttlSeconds := strconv.FormatInt(int64(ttl/time.Second), 10)
+	if err := s.saveEvent.Run(ctx, s.rdb, keys, raw, score, eventID, ttlSeconds).Err(); err != nil {
+		return fmt.Errorf("store: save event %s: %w", eventID, err)
+	}
+	return nil
+}

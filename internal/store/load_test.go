@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+const evtID = "evt_5d7e9f1a3b5c7d9e"
+
+const storedEvent = `{"event_id":"evt_5d7e9f1a3b5c7d9e","event_type":"budget.exhausted","category":"budget","timestamp":"2026-04-01T12:00:00.128Z","tenant_id":"acme-corp","source":"cycles-admin","data":{"remaining":1.50}}`
+
+var loadDelivery = &proto.Delivery{DeliveryID: delID, EventID: evtID, SubscriptionID: subID}
+
+// roundTrips records the GETs of each round trip a client makes (connection
+// handshakes, which go through the same hooks, carry none and are skipped).
+type roundTrips struct{ gets [][]string }
+
+func (r *roundTrips) record(cmds []redis.Cmder) {
+	var gets []string
+	for _, c := range cmds {
+		if c.Name() == "get" {
+			gets = append(gets, c.Args()[1].(string))
+		}
+	}
+	if len(gets) > 0 {
+		r.gets = append(r.gets, gets)
+	}
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.record([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.record(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func TestLoad_FetchesEventSubscriptionAndSecretInOneRoundTrip(t *testing.T) {
+	st, c, _ := newStore(t)
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	mustSet(t, c, SubscriptionKey(subID), adminSub)
+	mustSet(t, c, SecretKey(subID), "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw=")
+	trips := &roundTrips{}
+	c.AddHook(trips)
+
+	b, err := st.Load(context.Background(), loadDelivery)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(trips.gets) != 1 || len(trips.gets[0]) != 3 {
+		t.Errorf("Load's GETs per round trip = %v, want all three in one", trips.gets)
+	}
+	if b.EventErr != nil || string(b.EventRaw) != storedEvent || b.Event.EventType != "budget.exhausted" {
+		t.Errorf("event = %s, %+v, err %v", b.EventRaw, b.Event, b.EventErr)
+	}
+	if b.SubscriptionErr != nil || string(b.SubscriptionRaw) != adminSub || b.Subscription.URL != "https://hooks.example.com/cycles" {
+		t.Errorf("subscription = %s, err %v", b.SubscriptionRaw, b.SubscriptionErr)
+	}
+	if !b.HasSecret || b.Secret != "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw=" {
+		t.Errorf("secret = %q (present %v), want the stored enc: value untouched", b.Secret, b.HasSecret)
+	}
+}
+
+func TestLoad_ReportsMissingAndCorruptRecordsPerField(t *testing.T) {
+	tests := []struct {
+		name            string
+		event, sub      string // "" = absent
+		secret          string
+		wantEvent       error
+		wantSub         error
+		wantHasSecret   bool
+		wantBlankSecret bool
+	}{
+		{"nothing stored", "", "", "", ErrNotFound, ErrNotFound, false, false},
+		{"corrupt event, missing subscription", `{"event_id":`, "", "", ErrCorrupt, ErrNotFound, false, false},
+		{"event fine, subscription wrong type, blank secret", storedEvent, `{"event_types":"all"}`, " ", nil, ErrCorrupt, true, true},
+	}
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.FlushAll(ctx)
+			for key, v := range map[string]string{EventKey(evtID): tt.event, SubscriptionKey(subID): tt.sub, SecretKey(subID): tt.secret} {
+				if v != "" {
+					mustSet(t, c, key, v)
+				}
+			}
+			b, err := st.Load(ctx, loadDelivery)
+			if err != nil {
+				t.Fatalf("Load: %v (a missing or corrupt record is not an infrastructure failure)", err)
+			}
+			if !errors.Is(b.EventErr, tt.wantEvent) || (tt.wantEvent == nil) != (b.EventErr == nil) {
+				t.Errorf("EventErr = %v, want %v", b.EventErr, tt.wantEvent)
+			}
+			if !errors.Is(b.SubscriptionErr, tt.wantSub) || (tt.wantSub == nil) != (b.SubscriptionErr == nil) {
+				t.Errorf("SubscriptionErr = %v, want %v", b.SubscriptionErr, tt.wantSub)
+			}
+			if b.HasSecret != tt.wantHasSecret {
+				t.Errorf("HasSecret = %v, want %v", b.HasSecret, tt.wantHasSecret)
+			}
+		})
+	}
+}
+
+func TestLoad_SecretThatCannotBeReadFailsClosed(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	mustSet(t, c, SubscriptionKey(subID), adminSub)
+	c.SAdd(ctx, SecretKey(subID), "whsec_test")
+
+	_, err := st.Load(ctx, loadDelivery)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Load err = %v, want a corrupt secret error rather than a bundle without a secret", err)
+	}
+}
+
+func TestLoadAndDelivery_FailWithTheRedisErrorWhenRedisIsDown(t *testing.T) {
+	st, c, env := newStore(t)
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	if err := env.Server.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+
+	_, loadErr := st.Load(ctx, loadDelivery)
+	_, readErr := st.Delivery(ctx, delID)
+	for op, err := range map[string]error{"Load": loadErr, "Delivery": readErr} {
+		if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s err = %v, want an infrastructure error", op, err)
+		}
+		var netErr net.Error
+		if !errors.As(err, &netErr) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s err = %v does not wrap the network error", op, err)
+		}
+	}
+	if err := st.Ping(ctx); err == nil {
+		t.Error("Ping succeeded with Redis down")
+	}
+}

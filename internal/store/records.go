@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// DeliveryRecord is a delivery:{id} record: the stored bytes and their
+// parsed form. Raw is what a compare-and-set compares against.
+type DeliveryRecord struct {
+	Raw []byte
+	*proto.Delivery
+}
+
+// SubscriptionRecord is a webhook:{id} record: the stored bytes and their
+// parsed form.
+type SubscriptionRecord struct {
+	Raw []byte
+	*proto.Subscription
+}
+
+// Delivery reads delivery:{id}. It returns an error wrapping ErrNotFound when
+// the key is absent, a *CorruptError when the record cannot be read, and any
+// other error (wrapping the Redis error) when Redis could not be asked.
+func (s *Store) Delivery(ctx context.Context, id string) (*DeliveryRecord, error) {
+	key := DeliveryKey(id)
+	raw, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	d, err := proto.ParseDelivery(raw)
+	if err != nil {
+		return nil, &CorruptError{Key: key, Err: err}
+	}
+	return &DeliveryRecord{Raw: raw, Delivery: d}, nil
+}
+
+// Bundle is everything one attempt of a delivery needs besides the delivery
+// itself. A missing or unreadable record is reported per field, so the
+// engine can fail that one delivery and keep going.
+type Bundle struct {
+	// EventRaw is event:{event_id} as stored; Event its parsed form.
+	EventRaw []byte
+	Event    *proto.Event
+	// EventErr is nil, an error wrapping ErrNotFound, or a *CorruptError.
+	EventErr error
+
+	// SubscriptionRaw is webhook:{subscription_id} as stored.
+	SubscriptionRaw []byte
+	Subscription    *proto.Subscription
+	// SubscriptionErr is nil, an error wrapping ErrNotFound, or a *CorruptError.
+	SubscriptionErr error
+
+	// Secret is webhook:secret:{subscription_id} exactly as stored, still
+	// "enc:…" when encrypted. HasSecret is false only when the key is absent.
+	Secret    string
+	HasSecret bool
+}
+
+// Load fetches the event, subscription and secret of d in one round trip.
+// Its error is non-nil only when Redis could not answer (down, timeout) or
+// when the secret key holds something other than a string: a secret that
+// exists but cannot be read must stop the send (fail closed) rather than
+// look absent and let the delivery go out unsigned.
+func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
+	if d == nil {
+		return nil, errors.New("store: load: nil delivery")
+	}
+	eventKey, subKey, secretKey := EventKey(d.EventID), SubscriptionKey(d.SubscriptionID), SecretKey(d.SubscriptionID)
+	var ev, sub, sec *redis.StringCmd
+	// Pipelined's own error is only the first command's; each command is
+	// classified below instead, since a missing key is not a failure.
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ev = p.Get(ctx, eventKey)
+		sub = p.Get(ctx, subKey)
+		sec = p.Get(ctx, secretKey)
+		return nil
+	})
+
+	b := &Bundle{}
+	var err error
+	if b.EventRaw, b.EventErr = readRecord(ev, eventKey); isInfra(b.EventErr) {
+		return nil, b.EventErr
+	}
+	if b.SubscriptionRaw, b.SubscriptionErr = readRecord(sub, subKey); isInfra(b.SubscriptionErr) {
+		return nil, b.SubscriptionErr
+	}
+	secret, secretErr := readRecord(sec, secretKey)
+	switch {
+	case secretErr == nil:
+		b.Secret, b.HasSecret = string(secret), true
+	case !errors.Is(secretErr, ErrNotFound):
+		return nil, secretErr
+	}
+
+	if b.EventErr == nil {
+		if b.Event, err = proto.ParseEvent(b.EventRaw); err != nil {
+			b.EventErr = &CorruptError{Key: eventKey, Err: err}
+		}
+	}
+	if b.SubscriptionErr == nil {
+		if b.Subscription, err = proto.ParseSubscription(b.SubscriptionRaw); err != nil {
+			b.SubscriptionErr = &CorruptError{Key: subKey, Err: err}
+		}
+	}
+	return b, nil
+}
+
+// readRecord turns one pipelined GET into bytes or a classified error.
+func readRecord(cmd *redis.StringCmd, key string) ([]byte, error) {
+	raw, err := cmd.Bytes()
+	return raw, classifyGet(key, err)
+}
+
+// isInfra reports whether err means Redis could not be asked, as opposed to
+// a record that is missing or unreadable.
+func isInfra(err error) bool {
+	return err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt)
+}

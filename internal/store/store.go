@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lists and sorted sets the bridge moves delivery ids through (§2).
+const (
+	// PendingList is the LIST admin and runtime LPUSH new delivery ids to.
+	PendingList = "dispatch:pending"
+	// RetryZSet holds delivery ids scored by next_retry_at epoch millis.
+	RetryZSet = "dispatch:retry"
+	// FailedList keeps quarantined work items for operators (see Quarantine).
+	FailedList = "dispatch:failed"
+)
+
+// DeliveryKey is the key of a delivery record.
+func DeliveryKey(id string) string { return "delivery:" + id }
+
+// EventKey is the key of an event record.
+func EventKey(id string) string { return "event:" + id }
+
+// SubscriptionKey is the key of a webhook subscription record.
+func SubscriptionKey(id string) string { return "webhook:" + id }
+
+// SecretKey is the key of a subscription's signing secret.
+func SecretKey(subscriptionID string) string { return "webhook:secret:" + subscriptionID }
+
+// ErrNotFound means the record's key does not exist.
+var ErrNotFound = errors.New("store: record not found")
+
+// ErrCorrupt is matched (errors.Is) by every *CorruptError.
+var ErrCorrupt = errors.New("store: corrupt record")
+
+// ErrConflict means a compare-and-set update kept losing to concurrent
+// writers until its retry bound ran out; the caller may try again later.
+var ErrConflict = errors.New("store: too many concurrent updates")
+
+// CorruptError reports a record that exists but cannot be read: malformed
+// JSON, wrong field types, an unknown delivery status, or a key of the wrong
+// Redis type. Retrying will not help; an operator has to look at it.
+type CorruptError struct {
+	Key string
+	Err error
+}
+
+// maxErrDetail bounds how much of the underlying parse error is shown, since
+// some parse errors quote the offending value and records can be large.
+const maxErrDetail = 200
+
+// Error names the key and the cause, never the full stored value.
+func (e *CorruptError) Error() string {
+	cause := "unreadable"
+	if e.Err != nil {
+		cause = truncate(e.Err.Error(), maxErrDetail)
+	}
+	return fmt.Sprintf("store: corrupt record %s: %s", strconv.Quote(e.Key), cause)
+}
+
+// Unwrap returns the parse or Redis error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) hold for every CorruptError.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// truncate shortens s to at most n bytes on a rune boundary and marks the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cutUTF8(s, n) + "…"
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// split a UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Store reads and writes the Cycles keyspace. It is safe for concurrent use.
+type Store struct {
+	rdb       redis.UniversalClient
+	cas       *redis.Script
+	saveEvent *redis.Script
+}
+
+// New returns a Store over rdb. The caller owns rdb and closes it.
+func New(rdb redis.UniversalClient) *Store {
+	return &Store{
+		rdb:       rdb,
+		cas:       redis.NewScript(casSetLua),
+		saveEvent: redis.NewScript(saveEventLua),
+	}
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// get reads key. A missing key is ErrNotFound; a key holding another Redis
+// type is a *CorruptError; anything else is an infrastructure error.
+func (s *Store) get(ctx context.Context, key string) ([]byte, error) {
+	raw, err := s.rdb.Get(ctx, key).Bytes()
+	return raw, classifyGet(key, err)
+}
+
+func classifyGet(key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, redis.Nil):
+		return fmt.Errorf("%s: %w", strconv.Quote(key), ErrNotFound)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return &CorruptError{Key: key, Err: err}
+	default:
+		return fmt.Errorf("store: get %s: %w", strconv.Quote(key), err)
+	}
+}
