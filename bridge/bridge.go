@@ -1,0 +1,223 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+)
+
+// ErrAlreadyRunning is returned by Run when the same Bridge is already running.
+var ErrAlreadyRunning = errors.New("bridge: already running")
+
+// Bridge moves delivery ids from Redis into the JetStream dispatch stream.
+// Create it with New; Run it once at a time.
+type Bridge struct {
+	rdb redis.UniversalClient
+	js  jetstream.JetStream
+	cfg Config
+	log *slog.Logger
+
+	processingKey string
+	heartbeatKey  string
+
+	adoptScript   *redis.Script
+	requeueScript *redis.Script
+
+	running atomic.Bool
+	// problem is the last error that stalled the bridge, cleared when it
+	// makes progress again; Ready reports it.
+	problem atomic.Pointer[error]
+
+	moved, published, duplicates, recovered, adopted, promoted, quarantined atomic.Uint64
+}
+
+// New checks cfg and returns a Bridge. js should be created with
+// jetstream.WithPublishAsyncTimeout so that a PubAck lost without a
+// disconnect frees its async-publish slot; the bridge retries such ids
+// itself after Config.PublishTimeout.
+func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge, error) {
+	if rdb == nil || js == nil {
+		return nil, errors.New("bridge: Redis client and JetStream are required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Bridge{
+		rdb:           rdb,
+		js:            js,
+		cfg:           cfg,
+		log:           cfg.Logger.With("component", "bridge", "instance_id", cfg.InstanceID),
+		processingKey: processingPrefix + cfg.InstanceID,
+		heartbeatKey:  heartbeatPrefix + cfg.InstanceID,
+		adoptScript:   redis.NewScript(adoptLua),
+		requeueScript: redis.NewScript(requeueRetryBatchLua),
+	}, nil
+}
+
+// Run moves ids until ctx is done, then returns nil. Transient failures of
+// Redis or JetStream never end it: it backs off and retries, and Ready
+// reports the problem meanwhile. It first republishes whatever this instance
+// left in its processing list. On shutdown it finishes the batch in hand;
+// anything it could not publish stays in the processing list for the next
+// Run (or for another bridge to adopt), so no id is lost.
+func (b *Bridge) Run(ctx context.Context) error {
+	if !b.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer b.running.Store(false)
+
+	b.log.Info("bridge starting", "processing_list", b.processingKey, "stream", b.cfg.Queue.Stream)
+	if err := b.beat(ctx); err != nil {
+		b.log.Warn("heartbeat not written yet; retrying in the background", "err", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.heartbeatLoop(ctx) })
+	wg.Go(func() { b.promoteLoop(ctx) })
+	b.dispatchLoop(ctx)
+	wg.Wait()
+
+	// Dropping the heartbeat lets a live bridge adopt anything left behind
+	// now rather than after HeartbeatTTL.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := b.rdb.Del(dctx, b.heartbeatKey).Err(); err != nil {
+		b.log.Warn("heartbeat not removed; it expires on its own", "err", err)
+	}
+	b.log.Info("bridge stopped")
+	return nil
+}
+
+// dispatchLoop is the bridge's one sequential worker: recovery, adoption
+// and moving all touch this instance's processing list, so they take turns.
+func (b *Bridge) dispatchLoop(ctx context.Context) {
+	var bo backoff
+	for ctx.Err() == nil {
+		if _, err := queue.EnsureStream(ctx, b.js, b.cfg.Queue); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			b.stalled(err)
+			d := bo.step()
+			b.log.Warn("dispatch stream not available; retrying", "err", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		}
+		break
+	}
+	bo.reset()
+
+	// needDrain is set whenever the processing list may hold ids we do not
+	// hold in memory: at start-up, after adopting, and after a move whose
+	// reply was lost (the server may have moved ids we never saw).
+	needDrain := true
+	var nextAdopt time.Time
+	for ctx.Err() == nil {
+		if needDrain {
+			if err := b.drain(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				b.stalled(err)
+				d := bo.step()
+				b.log.Warn("processing list recovery failed; retrying", "err", err, "retry_in", d)
+				sleep(ctx, d)
+				continue
+			}
+			needDrain = false
+		}
+		if now := time.Now(); !now.Before(nextAdopt) {
+			n, err := b.adoptOrphans(ctx)
+			if err != nil && ctx.Err() == nil {
+				b.log.Warn("orphan scan failed; retrying next period", "err", err)
+			}
+			nextAdopt = now.Add(b.cfg.HeartbeatTTL)
+			if n > 0 {
+				needDrain = true
+				continue
+			}
+		}
+		ids, err := b.move(ctx)
+		if len(ids) > 0 {
+			b.settle(ctx, ids, false)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			needDrain = true
+			b.stalled(err)
+			d := bo.step()
+			b.log.Warn("moving from dispatch:pending failed; retrying", "err", err, "retry_in", d)
+			sleep(ctx, d)
+			continue
+		}
+		bo.reset()
+	}
+}
+
+// stalled records err for Ready.
+func (b *Bridge) stalled(err error) { b.problem.Store(&err) }
+
+// progressed clears the problem Ready reports.
+func (b *Bridge) progressed() { b.problem.Store(nil) }
+
+// Stats counts what a Bridge has done since New.
+type Stats struct {
+	// Moved is ids moved from dispatch:pending into the processing list.
+	Moved uint64
+	// Published is ids JetStream stored as new messages.
+	Published uint64
+	// Duplicates is publishes JetStream absorbed as already stored.
+	Duplicates uint64
+	// Recovered is ids republished from the processing list (this
+	// instance's leftovers and adopted ones).
+	Recovered uint64
+	// Adopted is ids taken over from dead instances' processing lists.
+	Adopted uint64
+	// Promoted is ids promoted from the legacy dispatch:retry ZSET.
+	Promoted uint64
+	// Quarantined is malformed ids moved to dispatch:failed.
+	Quarantined uint64
+}
+
+// Stats returns the counters. It is safe to call while Run runs.
+func (b *Bridge) Stats() Stats {
+	return Stats{
+		Moved:       b.moved.Load(),
+		Published:   b.published.Load(),
+		Duplicates:  b.duplicates.Load(),
+		Recovered:   b.recovered.Load(),
+		Adopted:     b.adopted.Load(),
+		Promoted:    b.promoted.Load(),
+		Quarantined: b.quarantined.Load(),
+	}
+}
+
+// Ready returns nil when Redis answers, the dispatch stream answers, and the
+// bridge is not stalled on an error; otherwise it says what is wrong.
+func (b *Bridge) Ready(ctx context.Context) error {
+	var errs []error
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		errs = append(errs, fmt.Errorf("redis: %w", err))
+	}
+	if _, err := b.js.Stream(ctx, b.cfg.Queue.Stream); err != nil {
+		errs = append(errs, fmt.Errorf("jetstream stream %s: %w", b.cfg.Queue.Stream, err))
+	}
+	if p := b.problem.Load(); p != nil {
+		errs = append(errs, fmt.Errorf("stalled: %w", *p))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bridge not ready: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/internal/queue"
+)
+
+const (
+	pending    = "dispatch:pending"
+	processing = "dispatch:processing:test-bridge"
+)
+
+func TestRun_MovesEveryPendingIDIntoTheStreamExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	want := ids("dlv_", 5000)
+	e.lpush(t, pending, want)
+
+	b := e.newBridge(t, bridge.Config{})
+	r := start(t, b)
+	eventually(t, 20*time.Second, "5000 msgs in the stream", func() bool { return e.streamMsgs(t) == 5000 })
+	r.stop(t)
+
+	e.assertExactlyOnce(t, want)
+	if n := e.llen(t, pending); n != 0 {
+		t.Errorf("dispatch:pending still holds %d ids", n)
+	}
+	if n := e.llen(t, processing); n != 0 {
+		t.Errorf("processing list still holds %d ids", n)
+	}
+	if s := b.Stats(); s.Moved != 5000 || s.Published != 5000 || s.Duplicates != 0 {
+		t.Errorf("stats = %+v, want 5000 moved and published", s)
+	}
+}
+
+func TestRun_TwoBridgesShareTheWorkWithoutDuplicates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	want := ids("dlv_", 2000)
+	b1 := e.newBridge(t, bridge.Config{InstanceID: "one", BatchSize: 16})
+	b2 := e.newBridge(t, bridge.Config{InstanceID: "two", BatchSize: 16})
+	start(t, b1)
+	start(t, b2)
+	e.lpush(t, pending, want)
+
+	eventually(t, 20*time.Second, "2000 msgs in the stream", func() bool { return e.streamMsgs(t) == 2000 })
+	e.assertExactlyOnce(t, want)
+	if s1, s2 := b1.Stats(), b2.Stats(); s1.Moved+s2.Moved != 2000 {
+		t.Errorf("moved %d + %d, want 2000 in total", s1.Moved, s2.Moved)
+	}
+}
+
+func TestRun_RepublishesIDsAKilledBridgeLeftBetweenMoveAndPublish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	published := ids("dlv_pub_", 5)   // published, killed before LREM
+	unpublished := ids("dlv_new_", 5) // killed right after the move
+	e.publishDirect(t, published)
+	e.lpush(t, processing, append(slices.Clone(published), unpublished...))
+
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "processing list recovered", func() bool { return e.llen(t, processing) == 0 })
+
+	e.assertExactlyOnce(t, append(published, unpublished...))
+	if s := b.Stats(); s.Recovered != 10 || s.Duplicates != 5 || s.Published != 5 {
+		t.Errorf("stats = %+v, want 10 recovered of which 5 duplicates", s)
+	}
+}
+
+func TestRun_AdoptsTheListOfADeadInstanceButNotOfALiveOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	dead := ids("dlv_dead_", 3)
+	alive := ids("dlv_alive_", 3)
+	legacy := ids("dlv_legacy_", 2)
+	e.lpush(t, "dispatch:processing:dead", dead)
+	e.lpush(t, "dispatch:processing:alive", alive)
+	e.rdb.Set(ctx, "jetrelay:bridge:alive", "x", time.Minute)
+	// The reference service's companions of its own list: not lists, never touched.
+	e.rdb.ZAdd(ctx, "dispatch:processing:claimed_at", redis.Z{Score: 1, Member: "dlv_legacy_00000"})
+	e.rdb.HSet(ctx, "dispatch:processing:claim_owner", "dlv_legacy_00000", "tok")
+	e.lpush(t, "dispatch:processing", legacy)
+
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "dead instance's ids in the stream", func() bool { return e.streamMsgs(t) == 3 })
+
+	e.assertExactlyOnce(t, dead)
+	if n := e.llen(t, "dispatch:processing:dead"); n != 0 {
+		t.Errorf("dead instance's list still holds %d ids", n)
+	}
+	if got := e.lrange(t, "dispatch:processing:alive"); len(got) != 3 {
+		t.Errorf("live instance's list = %v, want it untouched", got)
+	}
+	if got := e.lrange(t, "dispatch:processing"); len(got) != 2 {
+		t.Errorf("legacy list = %v, want it untouched without AdoptLegacyProcessing", got)
+	}
+	if s := b.Stats(); s.Adopted != 3 {
+		t.Errorf("stats = %+v, want 3 adopted", s)
+	}
+}
+
+func TestRun_AdoptsALiveInstancesListOnceItsHeartbeatExpires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	dead := ids("dlv_dead_", 2)
+	later := ids("dlv_later_", 4)
+	e.lpush(t, "dispatch:processing:dead", dead)
+	e.lpush(t, "dispatch:processing:other", later)
+	e.rdb.Set(ctx, "jetrelay:bridge:other", "x", 2*time.Second)
+
+	b := e.newBridge(t, bridge.Config{HeartbeatTTL: time.Second})
+	start(t, b)
+	// The dead list's ids arriving proves the first scan has run.
+	eventually(t, 10*time.Second, "dead instance's ids in the stream", func() bool { return e.streamMsgs(t) == 2 })
+	if got := e.lrange(t, "dispatch:processing:other"); len(got) != 4 {
+		t.Fatalf("list adopted while its heartbeat was alive: %v", got)
+	}
+	eventually(t, 10*time.Second, "ids adopted after the heartbeat expired", func() bool { return e.streamMsgs(t) == 6 })
+	e.assertExactlyOnce(t, append(dead, later...))
+}
+
+func TestRun_AdoptsTheReferenceServicesListOnlyWhenAskedTo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	legacy := ids("dlv_legacy_", 3)
+	e.lpush(t, "dispatch:processing", legacy)
+
+	b := e.newBridge(t, bridge.Config{AdoptLegacyProcessing: true})
+	start(t, b)
+	eventually(t, 10*time.Second, "legacy ids in the stream", func() bool { return e.streamMsgs(t) == 3 })
+	e.assertExactlyOnce(t, legacy)
+	if n := e.llen(t, "dispatch:processing"); n != 0 {
+		t.Errorf("legacy list still holds %d ids", n)
+	}
+}
+
+func TestRun_KeepsIDsWhileTheStreamIsFullAndDeliversThemOnceThereIsRoom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	want := ids("dlv_", 20)
+	e.lpush(t, pending, want)
+
+	qcfg := queue.Config{MaxMsgs: 5}
+	b := e.newBridge(t, bridge.Config{Queue: qcfg})
+	start(t, b)
+	eventually(t, 10*time.Second, "stream full", func() bool { return e.streamMsgs(t) == 5 })
+	eventually(t, 10*time.Second, "Ready to report the full stream", func() bool {
+		err := b.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), "maximum messages")
+	})
+	if kept := e.llen(t, processing) + e.llen(t, pending); kept != 15 {
+		t.Fatalf("Redis keeps %d ids while the stream is full, want 15", kept)
+	}
+
+	cons, err := queue.EnsureConsumer(ctx, e.js, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(seen) < len(want) && time.Now().Before(deadline) {
+		batch, err := cons.Fetch(5, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			id, err := queue.DeliveryID(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[id]++
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("id %s consumed %d times, want once", id, seen[id])
+		}
+	}
+	eventually(t, 5*time.Second, "Ready again", func() bool { return b.Ready(ctx) == nil })
+	if n := e.llen(t, processing); n != 0 {
+		t.Errorf("processing list still holds %d ids", n)
+	}
+}
+
+func TestRun_PromotesDueLegacyRetriesAndLeavesFutureOnes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	now := time.Now()
+	due := ids("dlv_due_", 150) // more than one 100-id promotion batch
+	future := ids("dlv_future_", 3)
+	for _, id := range due {
+		e.rdb.ZAdd(ctx, "dispatch:retry", redis.Z{Score: float64(now.Add(-time.Minute).UnixMilli()), Member: id})
+	}
+	for _, id := range future {
+		e.rdb.ZAdd(ctx, "dispatch:retry", redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: id})
+	}
+
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "due ids in the stream", func() bool { return e.streamMsgs(t) == 150 })
+
+	e.assertExactlyOnce(t, due)
+	left, err := e.rdb.ZRange(ctx, "dispatch:retry", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	if !slices.Equal(left, future) {
+		t.Errorf("dispatch:retry = %v, want only the future ids %v", left, future)
+	}
+	if s := b.Stats(); s.Promoted != 150 {
+		t.Errorf("stats = %+v, want 150 promoted", s)
+	}
+}
+
+func TestRun_QuarantinesMalformedIDsAndKeepsGoodOnesFlowing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	good := ids("dlv_good_", 3)
+	bad := []string{"", "has space", "trailing\n", "ctl\x01x", strings.Repeat("x", queue.MaxDeliveryIDLen+1)}
+	e.lpush(t, pending, append(slices.Clone(bad), good...))
+
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "malformed ids quarantined", func() bool { return e.llen(t, "dispatch:failed") == int64(len(bad)) })
+	eventually(t, 10*time.Second, "good ids in the stream", func() bool { return e.streamMsgs(t) == 3 })
+
+	e.assertExactlyOnce(t, good)
+	var quarantined []string
+	for _, raw := range e.lrange(t, "dispatch:failed") {
+		var entry struct {
+			DeliveryID      string `json:"delivery_id"`
+			Reason          string `json:"reason"`
+			QuarantinedAtMs int64  `json:"quarantined_at_ms"`
+			Payload         string `json:"payload"`
+		}
+		if err := json.Unmarshal([]byte(raw), &entry); err != nil {
+			t.Fatalf("dispatch:failed entry %q: %v", raw, err)
+		}
+		if entry.Reason != "malformed_id" || entry.QuarantinedAtMs == 0 || entry.Payload != entry.DeliveryID {
+			t.Errorf("entry = %+v", entry)
+		}
+		quarantined = append(quarantined, entry.Payload)
+	}
+	slices.Sort(quarantined)
+	slices.Sort(bad)
+	if !slices.Equal(quarantined, bad) {
+		t.Errorf("quarantined payloads = %q, want %q", quarantined, bad)
+	}
+	eventually(t, 5*time.Second, "processing list empty", func() bool { return e.llen(t, processing) == 0 })
+	if s := b.Stats(); s.Quarantined != uint64(len(bad)) {
+		t.Errorf("stats = %+v, want %d quarantined", s, len(bad))
+	}
+}
+
+func TestRun_ReturnsPromptlyOnCancelAndTheNextRunRecoversWhatWasInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	want := ids("dlv_", 10)
+	e.lpush(t, pending, want)
+
+	// A full stream keeps 8 ids stuck in the processing list, retried with backoff.
+	first := e.newBridge(t, bridge.Config{Queue: queue.Config{MaxMsgs: 2}})
+	r := start(t, first)
+	eventually(t, 10*time.Second, "stream full", func() bool { return e.streamMsgs(t) == 2 })
+	eventually(t, 10*time.Second, "ids moved", func() bool { return e.llen(t, processing) == 8 })
+	if took := r.stop(t); took > 3*time.Second {
+		t.Errorf("Run took %s to return after cancel", took)
+	}
+	if n := e.llen(t, processing); n != 8 {
+		t.Fatalf("processing list holds %d ids after shutdown, want the 8 unpublished ones", n)
+	}
+
+	// Restarted with an unbounded stream (EnsureStream lifts the limit).
+	second := e.newBridge(t, bridge.Config{})
+	start(t, second)
+	eventually(t, 10*time.Second, "all ids in the stream", func() bool { return e.streamMsgs(t) == 10 })
+	e.assertExactlyOnce(t, want)
+	if s := second.Stats(); s.Recovered != 8 {
+		t.Errorf("stats = %+v, want 8 recovered", s)
+	}
+}
+
+func TestRun_ReturnsPromptlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.newBridge(t, bridge.Config{})
+	r := start(t, b)
+	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(context.Background()) == nil })
+	if took := r.stop(t); took > 3*time.Second {
+		t.Errorf("Run took %s to return after cancel", took)
+	}
+	if n, _ := e.rdb.Exists(context.Background(), "jetrelay:bridge:test-bridge").Result(); n != 0 {
+		t.Error("heartbeat key left behind after a clean shutdown")
+	}
+}
+
+func TestRun_SurvivesARedisRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	e.lpush(t, pending, []string{"dlv_before"})
+	eventually(t, 10*time.Second, "first id in the stream", func() bool { return e.streamMsgs(t) == 1 })
+
+	if err := e.redis.Server.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "Ready to report Redis down", func() bool {
+		err := b.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), "redis")
+	})
+	if err := e.redis.Server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "Redis answering", func() bool { return e.rdb.Ping(ctx).Err() == nil })
+	e.lpush(t, pending, []string{"dlv_after"})
+	eventually(t, 15*time.Second, "second id in the stream", func() bool { return e.streamMsgs(t) == 2 })
+	e.assertExactlyOnce(t, []string{"dlv_before", "dlv_after"})
+}
+
+func TestRun_RefusesASecondConcurrentRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(context.Background()) == nil })
+	if err := b.Run(context.Background()); err != bridge.ErrAlreadyRunning {
+		t.Errorf("second Run = %v, want ErrAlreadyRunning", err)
+	}
+}
+
+func TestNew_RejectsUnusableConfig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cases := []struct {
+		name string
+		cfg  bridge.Config
+		want string
+	}{
+		{"reserved instance id", bridge.Config{InstanceID: "claimed_at"}, "reserved"},
+		{"instance id with space", bridge.Config{InstanceID: "a b"}, "whitespace"},
+		{"sub-second block timeout", bridge.Config{InstanceID: "x", BlockTimeout: 200 * time.Millisecond}, "block timeout"},
+		{"negative batch", bridge.Config{InstanceID: "x", BatchSize: -1}, "batch size"},
+		{"wildcard subject", bridge.Config{InstanceID: "x", Queue: queue.Config{Subject: "a.*"}}, "literal subject"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bridge.New(e.rdb, e.js, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,16 @@
+// Package bridge moves delivery ids from Redis into JetStream without ever
+// losing one. Producers (cycles-server-admin, cycles-server) LPUSH ids onto
+// dispatch:pending; the bridge moves them atomically into its own
+// processing list, publishes each with Nats-Msg-Id = delivery id, and removes
+// it from the processing list only after JetStream's PubAck. A bridge killed
+// at any instant leaves its in-flight ids in that list; it republishes them
+// when it starts again (JetStream's dedupe window absorbs the ones it had
+// already stored), and a live bridge adopts the list of an instance whose
+// heartbeat has expired. It also promotes due ids from a legacy
+// dispatch:retry ZSET left by the reference service, so switching over loses
+// nothing.
+//
+// Keys are single-node Redis keys (the reference service's names); the
+// bridge does not run against Redis Cluster, where dispatch:pending and a
+// processing list would live in different slots.
+package bridge

@@ -1,0 +1,248 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+)
+
+// errPubAckTimeout marks ids whose PubAck did not arrive within PublishTimeout.
+var errPubAckTimeout = errors.New("no PubAck within the publish timeout")
+
+// stallWait is how long one async publish may wait for a free slot before
+// the bridge checks its deadline and tries again.
+const stallWait = 250 * time.Millisecond
+
+// failedMaxLen bounds dispatch:failed, as the reference service's
+// dispatch.failed.max-len does.
+const failedMaxLen = 10000
+
+// settle publishes ids (all already in this instance's processing list) and
+// removes them from the list once acknowledged, retrying what failed with
+// capped backoff before anything new is moved. It reports whether every id
+// was settled; false means ctx ended and the rest stay in the processing
+// list for recovery. The attempt in progress when ctx ends is completed,
+// so a clean shutdown does not strand a batch.
+func (b *Bridge) settle(ctx context.Context, ids []string, recovered bool) bool {
+	var bo backoff
+	for {
+		left, err := b.publishBatch(ctx, ids, recovered)
+		if len(left) == 0 {
+			b.progressed()
+			return true
+		}
+		if len(left) < len(ids) {
+			// Some got through (a full stream draining, say): retry soon.
+			bo.reset()
+		}
+		ids = left
+		b.stalled(err)
+		d := bo.step()
+		// One line per backoff step, however many ids failed.
+		b.log.Warn("publish failed; ids kept in the processing list", "ids", len(ids), "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return false
+		}
+	}
+}
+
+// publishBatch makes one attempt at ids and returns those still unsettled
+// with the first error seen.
+func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool) ([]string, error) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.PublishTimeout)
+	defer cancel()
+
+	var good, bad, remaining []string
+	for _, id := range ids {
+		if queue.ValidateDeliveryID(id) != nil {
+			bad = append(bad, id)
+		} else {
+			good = append(good, id)
+		}
+	}
+	var errs []error
+	if len(bad) > 0 {
+		if err := b.quarantine(actx, bad); err != nil {
+			remaining = append(remaining, bad...)
+			errs = append(errs, err)
+		}
+	}
+	acked, failed, err := b.publish(good, recovered)
+	remaining = append(remaining, failed...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(acked) > 0 {
+		unacked, err := b.ack(actx, acked)
+		remaining = append(remaining, unacked...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return remaining, errs[0]
+	}
+	return remaining, nil
+}
+
+// publish sends every id asynchronously with Nats-Msg-Id = id, then waits
+// for all PubAcks until PublishTimeout. It returns the acknowledged ids
+// (stored or recognised as duplicates) and the failed ones.
+func (b *Bridge) publish(ids []string, recovered bool) (acked, failed []string, firstErr error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	deadline := time.Now().Add(b.cfg.PublishTimeout)
+	fail := func(id string, err error) {
+		failed = append(failed, id)
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	type pending struct {
+		id  string
+		paf jetstream.PubAckFuture
+	}
+	inflight := make([]pending, 0, len(ids))
+	for _, id := range ids {
+		paf, err := b.publishAsync(id, deadline)
+		if err != nil {
+			fail(id, fmt.Errorf("publish %s: %w", id, err))
+			continue
+		}
+		inflight = append(inflight, pending{id, paf})
+	}
+
+	onAck := func(id string, ack *jetstream.PubAck) {
+		acked = append(acked, id)
+		if ack.Duplicate {
+			b.duplicates.Add(1)
+		} else {
+			b.published.Add(1)
+		}
+		if recovered {
+			b.recovered.Add(1)
+		}
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	timedOut := false
+	for _, p := range inflight {
+		if timedOut {
+			// Past the deadline, take only what has already resolved.
+			select {
+			case ack := <-p.paf.Ok():
+				onAck(p.id, ack)
+			case err := <-p.paf.Err():
+				fail(p.id, err)
+			default:
+				fail(p.id, errPubAckTimeout)
+			}
+			continue
+		}
+		select {
+		case ack := <-p.paf.Ok():
+			onAck(p.id, ack)
+		case err := <-p.paf.Err():
+			fail(p.id, err)
+		case <-timer.C:
+			timedOut = true
+			fail(p.id, errPubAckTimeout)
+		}
+	}
+	return acked, failed, firstErr
+}
+
+// publishAsync publishes one id, waiting for a free async-publish slot
+// while the JetStream context has too many PubAcks outstanding.
+func (b *Bridge) publishAsync(id string, deadline time.Time) (jetstream.PubAckFuture, error) {
+	for {
+		paf, err := b.js.PublishMsgAsync(queue.NewMsg(b.cfg.Queue.Subject, id),
+			jetstream.WithMsgID(id),
+			jetstream.WithExpectStream(b.cfg.Queue.Stream),
+			jetstream.WithStallWait(stallWait))
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || !time.Now().Before(deadline) {
+			return paf, err
+		}
+	}
+}
+
+// ack removes acknowledged ids from the processing list in one round trip
+// and returns the ids whose removal failed.
+func (b *Bridge) ack(ctx context.Context, ids []string) ([]string, error) {
+	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.LRem(ctx, b.processingKey, 1, id)
+		}
+		return nil
+	})
+	if len(cmds) != len(ids) {
+		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", b.processingKey, err)
+	}
+	var failed []string
+	var firstErr error
+	for i, c := range cmds {
+		if cerr := c.Err(); cerr != nil {
+			failed = append(failed, ids[i])
+			if firstErr == nil {
+				firstErr = fmt.Errorf("remove acknowledged id from %s: %w", b.processingKey, cerr)
+			}
+		}
+	}
+	return failed, firstErr
+}
+
+// quarantineEntry is the dispatch:failed record, in the shape the reference
+// service's DEAD_LETTER_CORRUPT_OWNED_LUA writes.
+type quarantineEntry struct {
+	DeliveryID      string `json:"delivery_id"`
+	Reason          string `json:"reason"`
+	QuarantinedAtMs int64  `json:"quarantined_at_ms"`
+	Payload         string `json:"payload"`
+}
+
+// quarantine moves malformed ids from the processing list to the bounded
+// dispatch:failed list, atomically, so an operator can see them and they
+// never block the queue. It is written here rather than through
+// internal/store so the bridge depends on no more than the Redis keys it
+// moves; the entry shape and the 10000 cap are the reference service's.
+func (b *Bridge) quarantine(ctx context.Context, ids []string) error {
+	now := time.Now().UnixMilli()
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			entry, err := json.Marshal(quarantineEntry{DeliveryID: id, Reason: "malformed_id", QuarantinedAtMs: now, Payload: id})
+			if err != nil {
+				return err
+			}
+			p.LPush(ctx, keyFailed, entry)
+			p.LRem(ctx, b.processingKey, 1, id)
+		}
+		p.LTrim(ctx, keyFailed, 0, failedMaxLen-1)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("quarantine %d malformed ids: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		reason := queue.ValidateDeliveryID(id)
+		b.log.Warn("malformed delivery id quarantined in dispatch:failed", "delivery_id_prefix", preview(id), "reason", reason)
+	}
+	b.quarantined.Add(uint64(len(ids)))
+	return nil
+}
+
+// preview keeps a log line short whatever garbage the id holds.
+func preview(id string) string {
+	const n = 64
+	if len(id) > n {
+		return fmt.Sprintf("%q…", id[:n])
+	}
+	return fmt.Sprintf("%q", id)
+}
