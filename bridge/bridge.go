@@ -15,6 +15,9 @@ import (
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
+// readyTimeout bounds each of Ready's checks.
+const readyTimeout = 2 * time.Second
+
 // ErrAlreadyRunning is returned by Run when the same Bridge is already running.
 var ErrAlreadyRunning = errors.New("bridge: already running")
 
@@ -162,6 +165,7 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		b.progressed()
 	}
 }
 
@@ -205,12 +209,18 @@ func (b *Bridge) Stats() Stats {
 
 // Ready returns nil when Redis answers, the dispatch stream answers, and the
 // bridge is not stalled on an error; otherwise it says what is wrong.
+// Each check gives up after 2s, so a probe answers quickly even when ctx
+// has no deadline and a server hangs.
 func (b *Bridge) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	var errs []error
 	if err := b.rdb.Ping(ctx).Err(); err != nil {
 		errs = append(errs, fmt.Errorf("redis: %w", err))
 	}
-	if _, err := b.js.Stream(ctx, b.cfg.Queue.Stream); err != nil {
+	if nc := b.js.Conn(); !nc.IsConnected() {
+		errs = append(errs, fmt.Errorf("jetstream: nats connection is %s", nc.Status()))
+	} else if _, err := b.js.Stream(ctx, b.cfg.Queue.Stream); err != nil {
 		errs = append(errs, fmt.Errorf("jetstream stream %s: %w", b.cfg.Queue.Stream, err))
 	}
 	if p := b.problem.Load(); p != nil {

@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
 const (
@@ -337,6 +340,7 @@ func TestRun_SurvivesARedisRestart(t *testing.T) {
 	e.lpush(t, pending, []string{"dlv_after"})
 	eventually(t, 15*time.Second, "second id in the stream", func() bool { return e.streamMsgs(t) == 2 })
 	e.assertExactlyOnce(t, []string{"dlv_before", "dlv_after"})
+	eventually(t, 10*time.Second, "Ready again", func() bool { return b.Ready(ctx) == nil })
 }
 
 func TestRun_RefusesASecondConcurrentRun(t *testing.T) {
@@ -372,4 +376,53 @@ func TestNew_RejectsUnusableConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) {
+	t.Parallel()
+	r := testenv.Redis(t)
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	srv, err := natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	t.Cleanup(func() { srv.Shutdown() })
+	nc, err := srv.Connect(nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{redis: r, rdb: r.Client, js: js}
+
+	b := e.newBridge(t, bridge.Config{PublishTimeout: time.Second})
+	start(t, b)
+	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(ctx) == nil })
+
+	srv.Shutdown()
+	want := ids("dlv_", 50)
+	e.lpush(t, pending, want)
+	eventually(t, 10*time.Second, "an id moved while NATS is down", func() bool { return e.llen(t, processing) > 0 })
+	eventually(t, 10*time.Second, "Ready to report JetStream down", func() bool {
+		err := b.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), "jetstream")
+	})
+
+	if kept := e.llen(t, processing) + e.llen(t, pending); kept != 50 {
+		t.Fatalf("Redis keeps %d ids while NATS is down, want all 50", kept)
+	}
+
+	srv, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Listen: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "ids published after NATS returned", func() bool {
+		return e.llen(t, processing)+e.llen(t, pending) == 0
+	})
+	e.assertExactlyOnce(t, want)
 }

@@ -10,7 +10,10 @@
 // dispatch:retry ZSET left by the reference service, so switching over loses
 // nothing.
 //
-// Keys are single-node Redis keys (the reference service's names); the
-// bridge does not run against Redis Cluster, where dispatch:pending and a
-// processing list would live in different slots.
+// It needs Redis 6.2 or later (LMOVE, BLMOVE) on a single node or behind
+// Sentinel: the keys are the reference service's names, and on Redis Cluster
+// dispatch:pending and a processing list would live in different slots.
+//
+// Run returns within about BlockTimeout of its context ending: go-redis
+// cannot interrupt a blocked BLMOVE.
 package bridge
