@@ -41,8 +41,10 @@ type stack struct {
 
 // newStack connects to Redis and NATS (starting an embedded JetStream
 // server when no NATS_URL is set) and builds the parts cfg.Role asks for.
-func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (s *stack, err error) {
-	s = &stack{log: log}
+func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *stack, err error) {
+	// The deferred close must see the stack even when a failing return
+	// hands the caller nil, so s is not the named result.
+	s := &stack{log: log}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -85,7 +87,8 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (s *sta
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
+	// The bridge counts on a lost PubAck freeing its async-publish slot.
+	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncTimeout(10*time.Second)); err != nil {
 		return nil, err
 	}
 
@@ -98,6 +101,18 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (s *sta
 		return err
 	}); err != nil {
 		return nil, err
+	}
+	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
+		// Created here, before the bridge and the engine start: nats-server
+		// v2.15.2 reads the stream config unlocked while creating a consumer
+		// (fileStore.ConsumerStore), which races the stream update each of
+		// them makes at start-up. Updating an existing consumer is safe.
+		if err := retryUntil(ctx, log, "create JetStream consumer", func() error {
+			_, err := queue.EnsureConsumer(ctx, s.js, qc)
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
