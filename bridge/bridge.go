@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // readyTimeout bounds each of Ready's checks.
@@ -24,10 +25,11 @@ var ErrAlreadyRunning = errors.New("bridge: already running")
 // Bridge moves delivery ids from Redis into the JetStream dispatch stream.
 // Create it with New; Run it once at a time.
 type Bridge struct {
-	rdb redis.UniversalClient
-	js  jetstream.JetStream
-	cfg Config
-	log *slog.Logger
+	rdb   redis.UniversalClient
+	js    jetstream.JetStream
+	store *store.Store
+	cfg   Config
+	log   *slog.Logger
 
 	processingKey string
 	heartbeatKey  string
@@ -58,6 +60,7 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 	return &Bridge{
 		rdb:           rdb,
 		js:            js,
+		store:         store.New(rdb),
 		cfg:           cfg,
 		log:           cfg.Logger.With("component", "bridge", "instance_id", cfg.InstanceID),
 		processingKey: processingPrefix + cfg.InstanceID,

@@ -259,7 +259,7 @@ func TestRun_QuarantinesMalformedIDsAndKeepsGoodOnesFlowing(t *testing.T) {
 		if err := json.Unmarshal([]byte(raw), &entry); err != nil {
 			t.Fatalf("dispatch:failed entry %q: %v", raw, err)
 		}
-		if entry.Reason != "malformed_id" || entry.QuarantinedAtMs == 0 || entry.Payload != entry.DeliveryID {
+		if entry.Reason != "malformed_id" || entry.QuarantinedAtMs == 0 || !strings.HasPrefix(entry.Payload, entry.DeliveryID) {
 			t.Errorf("entry = %+v", entry)
 		}
 		quarantined = append(quarantined, entry.Payload)
@@ -341,6 +341,21 @@ func TestRun_SurvivesARedisRestart(t *testing.T) {
 	eventually(t, 15*time.Second, "second id in the stream", func() bool { return e.streamMsgs(t) == 2 })
 	e.assertExactlyOnce(t, []string{"dlv_before", "dlv_after"})
 	eventually(t, 10*time.Second, "Ready again", func() bool { return b.Ready(ctx) == nil })
+}
+
+func TestRun_RecreatesADeletedStreamAndKeepsPublishing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	b := e.newBridge(t, bridge.Config{})
+	start(t, b)
+	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(ctx) == nil })
+	if err := e.js.DeleteStream(ctx, queue.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	e.lpush(t, pending, []string{"dlv_after_delete"})
+	eventually(t, 10*time.Second, "id in the recreated stream", func() bool { return e.streamMsgs(t) == 1 })
+	e.assertExactlyOnce(t, []string{"dlv_after_delete"})
 }
 
 func TestRun_RefusesASecondConcurrentRun(t *testing.T) {

@@ -12,11 +12,9 @@ import (
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
-// Redis keys shared with the reference service (contract §2, §10) and our own.
+// Processing and heartbeat keys; the shared dispatch:* keys come from
+// internal/store.
 const (
-	keyPending          = "dispatch:pending"
-	keyRetry            = "dispatch:retry"
-	keyFailed           = "dispatch:failed"
 	keyLegacyProcessing = "dispatch:processing"
 	processingPrefix    = "dispatch:processing:"
 	heartbeatPrefix     = "jetrelay:bridge:"

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // move takes up to BatchSize ids from dispatch:pending into this instance's
@@ -16,7 +18,7 @@ import (
 func (b *Bridge) move(ctx context.Context) ([]string, error) {
 	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for range b.cfg.BatchSize {
-			p.LMove(ctx, keyPending, b.processingKey, "RIGHT", "LEFT")
+			p.LMove(ctx, store.PendingList, b.processingKey, "RIGHT", "LEFT")
 		}
 		return nil
 	})
@@ -39,7 +41,7 @@ func (b *Bridge) move(ctx context.Context) ([]string, error) {
 		return ids, moveErr
 	}
 
-	id, err := b.rdb.BLMove(ctx, keyPending, b.processingKey, "RIGHT", "LEFT", b.cfg.BlockTimeout).Result()
+	id, err := b.rdb.BLMove(ctx, store.PendingList, b.processingKey, "RIGHT", "LEFT", b.cfg.BlockTimeout).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, nil

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,10 +18,6 @@ var errPubAckTimeout = errors.New("no PubAck within the publish timeout")
 // stallWait is how long one async publish may wait for a free slot before
 // the bridge checks its deadline and tries again.
 const stallWait = 250 * time.Millisecond
-
-// failedMaxLen bounds dispatch:failed, as the reference service's
-// dispatch.failed.max-len does.
-const failedMaxLen = 10000
 
 // settle publishes ids (all already in this instance's processing list) and
 // removes them from the list once acknowledged, retrying what failed with
@@ -44,6 +39,11 @@ func (b *Bridge) settle(ctx context.Context, ids []string, recovered bool) bool 
 		}
 		ids = left
 		b.stalled(err)
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// Nobody answers for the subject: the stream was deleted.
+			// Recreating it is what every jetrelay process does at start-up.
+			b.recreateStream(ctx)
+		}
 		d := bo.step()
 		// One line per backoff step, however many ids failed.
 		b.log.Warn("publish failed; ids kept in the processing list", "ids", len(ids), "err", err, "retry_in", d)
@@ -51,6 +51,17 @@ func (b *Bridge) settle(ctx context.Context, ids []string, recovered bool) bool 
 			return false
 		}
 	}
+}
+
+// recreateStream ensures the dispatch stream exists again.
+func (b *Bridge) recreateStream(ctx context.Context) {
+	ectx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
+	defer cancel()
+	if _, err := queue.EnsureStream(ectx, b.js, b.cfg.Queue); err != nil {
+		b.log.Warn("dispatch stream could not be recreated", "err", err)
+		return
+	}
+	b.log.Warn("dispatch stream was missing and has been recreated", "stream", b.cfg.Queue.Stream)
 }
 
 // publishBatch makes one attempt at ids and returns those still unsettled
@@ -199,43 +210,35 @@ func (b *Bridge) ack(ctx context.Context, ids []string) ([]string, error) {
 	return failed, firstErr
 }
 
-// quarantineEntry is the dispatch:failed record, in the shape the reference
-// service's DEAD_LETTER_CORRUPT_OWNED_LUA writes.
-type quarantineEntry struct {
-	DeliveryID      string `json:"delivery_id"`
-	Reason          string `json:"reason"`
-	QuarantinedAtMs int64  `json:"quarantined_at_ms"`
-	Payload         string `json:"payload"`
-}
-
-// quarantine moves malformed ids from the processing list to the bounded
-// dispatch:failed list, atomically, so an operator can see them and they
-// never block the queue. It is written here rather than through
-// internal/store so the bridge depends on no more than the Redis keys it
-// moves; the entry shape and the 10000 cap are the reference service's.
+// quarantine moves malformed ids from the processing list to dispatch:failed
+// (store.Quarantine), where an operator sees them and they never block the
+// queue. An id is removed from the processing list only after its entry is
+// written, so a crash or a Redis error in between quarantines it twice
+// rather than never.
 func (b *Bridge) quarantine(ctx context.Context, ids []string) error {
-	now := time.Now().UnixMilli()
-	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			entry, err := json.Marshal(quarantineEntry{DeliveryID: id, Reason: "malformed_id", QuarantinedAtMs: now, Payload: id})
-			if err != nil {
-				return err
-			}
-			p.LPush(ctx, keyFailed, entry)
-			p.LRem(ctx, b.processingKey, 1, id)
+	for _, id := range ids {
+		if err := b.store.Quarantine(ctx, shortID(id), "malformed_id", []byte(id)); err != nil {
+			return fmt.Errorf("quarantine malformed id: %w", err)
 		}
-		p.LTrim(ctx, keyFailed, 0, failedMaxLen-1)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("quarantine %d malformed ids: %w", len(ids), err)
+	}
+	if _, err := b.ack(ctx, ids); err != nil {
+		return fmt.Errorf("quarantine malformed ids: %w", err)
 	}
 	for _, id := range ids {
-		reason := queue.ValidateDeliveryID(id)
-		b.log.Warn("malformed delivery id quarantined in dispatch:failed", "delivery_id_prefix", preview(id), "reason", reason)
+		b.log.Warn("malformed delivery id quarantined in dispatch:failed",
+			"delivery_id_prefix", preview(id), "reason", queue.ValidateDeliveryID(id))
 	}
 	b.quarantined.Add(uint64(len(ids)))
 	return nil
+}
+
+// shortID bounds the delivery_id field of a quarantine entry; the entry's
+// payload carries the value itself (store.Quarantine caps it at 64 KiB).
+func shortID(id string) string {
+	if len(id) > queue.MaxDeliveryIDLen {
+		return id[:queue.MaxDeliveryIDLen]
+	}
+	return id
 }
 
 // preview keeps a log line short whatever garbage the id holds.

@@ -3,6 +3,8 @@ package bridge
 import (
 	"context"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // requeueRetryBatchLua is the reference service's REQUEUE_RETRY_BATCH_LUA
@@ -52,7 +54,7 @@ func (b *Bridge) promoteLoop(ctx context.Context) {
 // promoteDue promotes every due id, a batch at a time.
 func (b *Bridge) promoteDue(ctx context.Context) error {
 	for {
-		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{keyRetry, keyPending}, time.Now().UnixMilli(), promoteLimit).StringSlice()
+		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{store.RetryZSet, store.PendingList}, time.Now().UnixMilli(), promoteLimit).StringSlice()
 		if err != nil {
 			return err
 		}
