@@ -94,11 +94,11 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 // DrainTimeout, releases whatever is still running after that, and returns.
 func (e *Engine) Run(ctx context.Context) error {
 	if _, err := queue.EnsureStream(ctx, e.js, e.cfg.Queue); err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return e.startError(ctx, err)
 	}
 	cons, err := queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
 	if err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return e.startError(ctx, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(e.cfg.Workers))
 	if err != nil {
@@ -161,6 +161,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-flushDone
 	e.successes.flush(context.Background())
 	return nil
+}
+
+// startError is nil when the failure is only that Run was stopped during start-up.
+func (e *Engine) startError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("engine: %w", err)
 }
 
 // Ready reports whether Redis and JetStream both answer.

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,18 +41,41 @@ func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 	}
 }
 
-// EnsureStream creates the dispatch stream or updates it to c. It is
-// idempotent, so every bridge and engine process calls it at start-up.
+// EnsureStream creates the dispatch stream, or updates it when the settings
+// jetrelay owns have drifted from c. It is idempotent, so every bridge and
+// engine process calls it at start-up. An existing stream that already
+// matches is left alone: an update racing a consumer create trips a data race
+// inside nats-server v2.15.2 (fileStore.UpdateConfig vs ConsumerStore), and
+// an unneeded update is wasted raft traffic on a cluster anyway.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Stream, error) {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := js.CreateOrUpdateStream(ctx, StreamConfig(c))
+	want := StreamConfig(c)
+	st, err := js.Stream(ctx, c.Stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		st, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return EnsureStream(ctx, js, c) // another process created it first
+		}
+	case err == nil && streamDrifted(st.CachedInfo().Config, want):
+		st, err = js.UpdateStream(ctx, want)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: ensure stream %s: %w", c.Stream, err)
 	}
 	return st, nil
+}
+
+// streamDrifted reports whether any setting StreamConfig decides differs.
+func streamDrifted(have, want jetstream.StreamConfig) bool {
+	return !slices.Equal(have.Subjects, want.Subjects) ||
+		have.Retention != want.Retention || have.Storage != want.Storage ||
+		have.Discard != want.Discard || have.Replicas != want.Replicas ||
+		have.Duplicates != want.Duplicates || have.MaxMsgs != want.MaxMsgs ||
+		have.MaxBytes != want.MaxBytes || have.MaxAge != want.MaxAge
 }
 
 // EnsureConsumer creates the shared durable pull consumer or updates it to

@@ -1,0 +1,330 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+var traceparentRE = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$`)
+
+func TestDelivery_SendsStoredEventBytesWithContractHeadersAndRecordsSuccess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, secret, ep := e.subscribe(t, "/hook", receiver.Healthy(), func(s *admin.Subscription) {
+		s.Headers = map[string]string{"Authorization": "Bearer tok_abc"}
+	})
+	ctx := context.Background()
+	// Stored exactly as some producer wrote it: unknown fields, decimals the
+	// reference would re-serialize (1.50 → 1.5), an open actor type and category.
+	traceID := proto.NewTraceID()
+	raw := `{"event_id":"evt_0123456789abcdef","event_type":"budget.exhausted","category":"budget","timestamp":"2026-04-01T12:00:00.118Z","tenant_id":"acme-corp","actor":{"type":"admin_on_behalf_of","key_id":"k","future":true},"source":"cycles-server","data":{"rate":1.50,"big":1e2,"n":null},"request_id":"req-42","trace_id":"` + traceID + `","x_unknown":{"kept":[1,2]}}`
+	if err := e.store.SaveEvent(ctx, []byte(raw), "evt_0123456789abcdef", "acme-corp", "", time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	id := e.deliver(t, sub, admin.Event{EventID: "evt_0123456789abcdef", TraceID: traceID}, nil)
+	// An unknown field admin might add later must survive our write-back.
+	if err := e.redis.Client.Eval(ctx, `local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], string.sub(v, 1, -2) .. ',"x_future":1.50}', 'KEEPTTL') return 1`, []string{store.DeliveryKey(id)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := e.final(t, id)
+	if rec.Status != proto.DeliverySuccess || rec.Attempts != 1 || rec.ResponseStatus == nil || *rec.ResponseStatus != 200 || rec.ResponseTimeMs == nil || rec.CompletedAt == nil {
+		t.Fatalf("record after success = %s", rec.Raw)
+	}
+	if !strings.Contains(string(rec.Raw), `"x_future":1.50`) {
+		t.Errorf("unknown field lost on write-back: %s", rec.Raw)
+	}
+	got := ep.Deliveries()
+	if len(got) != 1 {
+		t.Fatalf("receiver got %d requests, want 1", len(got))
+	}
+	r := got[0]
+	if string(r.Body) != raw {
+		t.Errorf("body is not the stored bytes:\n got %s\nwant %s", r.Body, raw)
+	}
+	if !r.SignatureOK || r.Header.Get("X-Cycles-Signature") != proto.Sign(secret, []byte(raw)) {
+		t.Errorf("signature %q does not verify", r.Header.Get("X-Cycles-Signature"))
+	}
+	want := map[string]string{
+		"Content-Type":        "application/json",
+		"X-Cycles-Event-Id":   "evt_0123456789abcdef",
+		"X-Cycles-Event-Type": "budget.exhausted",
+		"X-Cycles-Trace-Id":   traceID,
+		"X-Request-Id":        "req-42",
+		"Authorization":       "Bearer tok_abc",
+	}
+	for k, v := range want {
+		if got := r.Header.Get(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+	if ua := r.Header.Get("User-Agent"); !strings.HasPrefix(ua, "cycles-server-events/") || !strings.Contains(ua, "jetrelay") {
+		t.Errorf("User-Agent = %q", ua)
+	}
+	m := traceparentRE.FindStringSubmatch(r.Header.Get("traceparent"))
+	if m == nil || m[1] != traceID || m[3] != "01" {
+		t.Errorf("traceparent = %q, want 00-%s-<span>-01", r.Header.Get("traceparent"), traceID)
+	}
+	waitFor(t, 5*time.Second, "subscription success bookkeeping", func() bool {
+		s := e.subscription(t, sub)
+		return s.LastSuccessAt != nil && s.LastTriggeredAt != nil && s.ConsecutiveFailures == 0
+	})
+}
+
+func TestDelivery_AdminEmitIsDeliveredEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{adminKey: testKey, engineKey: testKey})
+	_, _, ep := e.subscribe(t, "/a", receiver.Healthy(), nil)
+	_, _, other := e.subscribe(t, "/other", receiver.Healthy(), func(s *admin.Subscription) { s.EventTypes = []string{"tenant.created"} })
+	_, ids, err := e.admin.Emit(context.Background(), e.event(), admin.TraceSnapshot{TraceFlags: "01", InboundValid: ptr(false)})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Emit: ids=%v err=%v", ids, err)
+	}
+	if rec := e.final(t, ids[0]); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("status %s: %s", rec.Status, rec.Raw)
+	}
+	if s := ep.Stats(); s.Unique != 1 || s.BadSig != 0 {
+		t.Errorf("matching endpoint stats = %+v", s)
+	}
+	if n := other.Stats().Requests; n != 0 {
+		t.Errorf("non-matching subscription got %d requests", n)
+	}
+}
+
+func TestDelivery_WithoutSecretIsSentUnsigned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, _ := e.subscribe(t, "/signed", receiver.Healthy(), nil)
+	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
+	ep := e.recv.Handle("/signed", "", receiver.Healthy())
+	id := e.deliver(t, sub, e.event(), nil)
+	if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("status %s", rec.Status)
+	}
+	if d := ep.Deliveries(); len(d) != 1 || d[0].Signed {
+		t.Fatalf("want one unsigned request, got %d (signed=%v)", len(d), len(d) == 1 && d[0].Signed)
+	}
+}
+
+func TestDelivery_EncryptedSecretIsDecryptedToSign(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{adminKey: testKey, engineKey: testKey})
+	sub, _, ep := e.subscribe(t, "/enc", receiver.Healthy(), nil)
+	stored, _ := e.redis.Client.Get(context.Background(), store.SecretKey(sub)).Result()
+	if !strings.HasPrefix(stored, "enc:") {
+		t.Fatalf("secret not stored encrypted: %q", stored)
+	}
+	id := e.deliver(t, sub, e.event(), nil)
+	if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("status %s", rec.Status)
+	}
+	if s := ep.Stats(); s.Accepted != 1 || s.BadSig != 0 {
+		t.Fatalf("receiver stats %+v: signature with the decrypted secret expected", s)
+	}
+}
+
+func TestDelivery_UndecryptableSecretIsNeverSentUnsigned(t *testing.T) {
+	t.Parallel()
+	otherKey := "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+	for name, engineKey := range map[string]string{"no key configured": "", "wrong key": otherKey} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{adminKey: testKey, engineKey: engineKey})
+			sub, _, ep := e.subscribe(t, "/closed", receiver.Healthy(), nil)
+			id := e.deliver(t, sub, e.event(), nil)
+			var rec *store.DeliveryRecord
+			waitFor(t, 10*time.Second, "the delivery to note the unavailable secret", func() bool {
+				r, err := e.store.Delivery(context.Background(), id)
+				rec = r
+				return err == nil && r.ErrorMessage != nil && strings.Contains(*r.ErrorMessage, "Signing secret unavailable")
+			})
+			if rec.Status.Terminal() || rec.Attempts != 0 {
+				t.Errorf("delivery must wait, not fail or count an attempt: %s", rec.Raw)
+			}
+			if strings.Contains(*rec.ErrorMessage, "whsec_") || strings.Contains(*rec.ErrorMessage, "enc:") {
+				t.Errorf("error message leaks the secret: %q", *rec.ErrorMessage)
+			}
+			if n := ep.Stats().Requests; n != 0 {
+				t.Fatalf("receiver got %d requests; an undecryptable secret must never be sent unsigned", n)
+			}
+		})
+	}
+}
+
+func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	active, _, ep := e.subscribe(t, "/active", receiver.Healthy(), nil)
+	paused, _, pausedEP := e.subscribe(t, "/paused", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
+	disabled, _, _ := e.subscribe(t, "/disabled", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionDisabled })
+
+	cases := []struct {
+		name    string
+		id      string
+		message string
+	}{
+		{"stale", e.deliver(t, active, e.event(), func(d *admin.Delivery) { d.AttemptedAt = time.Now().Add(-25 * time.Hour) }), "Delivery expired: 25h old (max 24h)"},
+		{"event missing", e.deliver(t, active, admin.Event{EventID: "evt_missing000000001"}, nil), "Event not found: evt_missing000000001"},
+		{"subscription missing", e.deliver(t, "whsub_nonexistent00001", e.event(), nil), "Subscription not found"},
+		{"paused", e.deliver(t, paused, e.event(), nil), "Subscription not active: PAUSED"},
+		{"disabled", e.deliver(t, disabled, e.event(), nil), "Subscription not active: DISABLED"},
+	}
+	for _, c := range cases {
+		rec := e.final(t, c.id)
+		if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || *rec.ErrorMessage != c.message || rec.CompletedAt == nil || rec.Attempts != 0 {
+			t.Errorf("%s: record = %s, want FAILED %q with no attempt", c.name, rec.Raw, c.message)
+		}
+	}
+	if n := ep.Stats().Requests + pausedEP.Stats().Requests; n != 0 {
+		t.Errorf("%d sends for deliveries that must fail without one", n)
+	}
+	if s := e.subscription(t, active); s.ConsecutiveFailures != 0 {
+		t.Errorf("failures without a send must not count toward auto-disable, consecutive_failures=%d", s.ConsecutiveFailures)
+	}
+}
+
+func TestDelivery_AlreadyFinalOrMissingRecordsAreNotSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, ep := e.subscribe(t, "/x", receiver.Healthy(), nil)
+	done := e.deliver(t, sub, e.event(), func(d *admin.Delivery) { d.Status = proto.DeliverySuccess; d.Attempts = 1 })
+	before := e.rawDelivery(t, done)
+	ctx := context.Background()
+	e.redis.Client.LPush(ctx, store.PendingList, "del_doesnotexist0001")
+	e.idle(t)
+	if n := ep.Stats().Requests; n != 0 {
+		t.Errorf("receiver got %d requests", n)
+	}
+	if after := e.rawDelivery(t, done); after != before {
+		t.Errorf("final record rewritten:\n%s\n%s", before, after)
+	}
+	if n, _ := e.redis.Client.Exists(ctx, store.DeliveryKey("del_doesnotexist0001")).Result(); n != 0 {
+		t.Errorf("a missing delivery record was created")
+	}
+}
+
+func TestDelivery_CorruptRecordIsQuarantined(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.redis.Client.Set(ctx, store.DeliveryKey("del_corrupt000000001"), `{"delivery_id":"del_corrupt000000001","status":`, time.Hour)
+	e.redis.Client.Set(ctx, store.DeliveryKey("del_badstatus0000001"), `{"delivery_id":"del_badstatus0000001","status":"EXPLODED"}`, time.Hour)
+	e.redis.Client.LPush(ctx, store.PendingList, "del_corrupt000000001", "del_badstatus0000001")
+	e.idle(t)
+	entries, err := e.redis.Client.LRange(ctx, store.FailedList, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(entries, "\n")
+	for _, id := range []string{"del_corrupt000000001", "del_badstatus0000001"} {
+		if !strings.Contains(joined, `"delivery_id":"`+id+`"`) || !strings.Contains(joined, "corrupt_record") {
+			t.Errorf("%s not quarantined in dispatch:failed: %s", id, joined)
+		}
+	}
+}
+
+func TestDelivery_TraceFlagsArePreservedOnlyWhenInboundValid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, ep := e.subscribe(t, "/trace", receiver.Healthy(), nil)
+	cases := []struct {
+		name      string
+		flags     string
+		valid     *bool
+		wantFlags string
+	}{
+		{"valid inbound keeps its flags", "00", ptr(true), "00"},
+		{"invalid inbound defaults to sampled", "00", ptr(false), "01"},
+		{"off-request emit defaults to sampled", "", nil, "01"},
+	}
+	byEvent := map[string]string{}
+	for _, c := range cases {
+		ev := e.event()
+		id := e.deliver(t, sub, ev, func(d *admin.Delivery) { d.TraceFlags = c.flags; d.TraceparentInboundValid = c.valid })
+		e.final(t, id)
+		byEvent[ev.TraceID] = c.wantFlags
+	}
+	for _, d := range ep.Deliveries() {
+		m := traceparentRE.FindStringSubmatch(d.Header.Get("traceparent"))
+		if m == nil {
+			t.Fatalf("bad traceparent %q", d.Header.Get("traceparent"))
+		}
+		if want := byEvent[m[1]]; m[3] != want {
+			t.Errorf("trace %s: flags %s, want %s", m[1], m[3], want)
+		}
+	}
+
+	// A delivery without trace_id takes the event's, and keeps it.
+	ev := e.event()
+	id := e.deliver(t, sub, ev, func(d *admin.Delivery) { d.TraceID = "" })
+	if rec := e.final(t, id); rec.TraceID != ev.TraceID {
+		t.Errorf("trace_id = %q, want the event's %q", rec.TraceID, ev.TraceID)
+	}
+}
+
+func TestDelivery_ReservedCustomHeaderFailsWithClearError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, ep := e.subscribe(t, "/hdr", receiver.Healthy(), func(s *admin.Subscription) {
+		s.Headers = map[string]string{"X-Cycles-Signature": "sha256=forged"}
+	})
+	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
+	if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || !strings.Contains(*rec.ErrorMessage, "X-Cycles-Signature") {
+		t.Fatalf("record = %s; want FAILED naming the header", rec.Raw)
+	}
+	if strings.Contains(*rec.ErrorMessage, "forged") {
+		t.Errorf("error message leaks the header value: %q", *rec.ErrorMessage)
+	}
+	if n := ep.Stats().Requests; n != 0 {
+		t.Errorf("receiver got %d requests", n)
+	}
+}
+
+func TestDelivery_UnsupportedSchemeFailsWithClearError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, _ := e.subscribe(t, "/unused", receiver.Healthy(), nil)
+	// Admin only accepts http(s); another writer (or a later jetrelay command) may not.
+	if _, err := e.store.UpdateSubscription(context.Background(), sub, func(*proto.Subscription) (store.Patch, error) {
+		return store.Patch{{Name: "url", Value: "ftp://files.example.com/drop"}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
+	if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || !strings.Contains(*rec.ErrorMessage, "unsupported URL scheme") {
+		t.Fatalf("record = %s", rec.Raw)
+	}
+}
+
+func TestDelivery_ManyDeliveriesAcrossSubscriptionsAllSucceedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	var eps []*receiver.Endpoint
+	var ids []string
+	for i := range 5 {
+		sub, _, ep := e.subscribe(t, fmt.Sprintf("/load/%d", i), receiver.Healthy(), nil)
+		eps = append(eps, ep)
+		for range 100 {
+			ids = append(ids, e.deliver(t, sub, e.event(), nil))
+		}
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("%s: %s", id, rec.Raw)
+		}
+	}
+	for i, ep := range eps {
+		if s := ep.Stats(); s.Unique != 100 || s.Duplicates != 0 || s.BadSig != 0 {
+			t.Errorf("endpoint %d: %+v", i, s)
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/redisproc"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/internal/testenv"
+	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport"
+	"github.com/jetrelay/jetrelay/transport/webhook"
+)
+
+// testKey is the contract's §4.1 test key (bytes 0x00..0x1f).
+const testKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+// env is a whole jetrelay pipeline on real parts: a redis-server process, an
+// in-process JetStream server, the bridge, the engine and an HTTP receiver.
+type env struct {
+	redis  *testenv.RedisEnv
+	js     jetstream.JetStream
+	qc     queue.Config
+	store  *store.Store
+	admin  *admin.Writer
+	recv   *receiver.Receiver
+	base   string // receiver base URL
+	tenant string
+}
+
+type envOptions struct {
+	adminKey  string // key admin encrypts secrets with ("" = plaintext)
+	engineKey string // key the engine decrypts with ("" = none)
+	redis     redisproc.Options
+	handler   http.Handler // extra receiver routes under /custom/
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	e := &env{redis: testenv.Redis(t, o.redis), tenant: "acme-corp"}
+	_, _, e.js = testenv.NATS(t)
+	e.store = store.New(e.redis.Client)
+	e.admin = admin.NewWriter(e.redis.Client, parseKey(t, o.adminKey))
+	e.recv = receiver.New()
+	mux := http.NewServeMux()
+	mux.Handle("/", e.recv)
+	if o.handler != nil {
+		mux.Handle("/custom/", o.handler)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e.base = srv.URL
+
+	e.qc = queue.Config{AckWait: 5 * time.Second}.WithDefaults()
+	wh, err := webhook.New(webhook.Config{RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wh.Close)
+	reg := transport.NewRegistry()
+	reg.Register("http", wh)
+	reg.Register("https", wh)
+	eng, err := engine.New(e.store, e.js, reg, engine.Config{
+		Queue: e.qc, Workers: 8, SecretKey: parseKey(t, o.engineKey),
+		InfraRetryMin: 100 * time.Millisecond, InfraRetryMax: time.Second,
+		SuccessFlush: 100 * time.Millisecond, DrainTimeout: 5 * time.Second, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = br.Run(ctx); done <- struct{}{} }()
+	go func() {
+		if err := eng.Run(ctx); err != nil {
+			t.Errorf("engine.Run: %v", err)
+		}
+		done <- struct{}{}
+	}()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return e
+}
+
+func parseKey(t *testing.T, b64 string) *proto.SecretKey {
+	t.Helper()
+	if b64 == "" {
+		return nil
+	}
+	k, err := proto.ParseSecretKey(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fastPolicy retries quickly so tests of retry paths stay short.
+func fastPolicy(retries int) *proto.RetryPolicy {
+	return &proto.RetryPolicy{MaxRetries: ptr(retries), InitialDelayMs: ptr(int64(100)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(1000))}
+}
+
+// subscribe creates a subscription (as admin does) to a receiver endpoint.
+func (e *env) subscribe(t *testing.T, path string, b receiver.Behaviour, mutate func(*admin.Subscription)) (string, string, *receiver.Endpoint) {
+	t.Helper()
+	s := admin.Subscription{TenantID: e.tenant, URL: e.base + path, EventTypes: []string{"budget.exhausted"}, RetryPolicy: fastPolicy(2)}
+	if mutate != nil {
+		mutate(&s)
+	}
+	id, secret, err := e.admin.CreateSubscription(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, secret, e.recv.Handle(path, secret, b)
+}
+
+// event returns a realistic runtime-emitted budget.exhausted event.
+func (e *env) event() admin.Event {
+	return admin.Event{
+		EventType: "budget.exhausted", TenantID: e.tenant, Scope: "tenant:acme-corp/workspace:prod",
+		Actor: &proto.Actor{Type: "api_key", KeyID: "key_7f3a"}, Source: "cycles-server",
+		Data:      json.RawMessage(`{"ledger_id":"led_01hx","unit":"TOKENS","allocated":10000,"remaining":0,"spent":10000}`),
+		RequestID: "2f1c9a5e-6b7d-4e8f-9a0b-1c2d3e4f5a6b", TraceID: proto.NewTraceID(),
+	}
+}
+
+// deliver saves ev and enqueues one delivery of it to sub exactly as admin's
+// live dispatch does (SAVE_AND_ENQUEUE_ONCE_LUA → dispatch:pending).
+func (e *env) deliver(t *testing.T, sub string, ev admin.Event, mutate func(*admin.Delivery)) string {
+	t.Helper()
+	ctx := context.Background()
+	if ev.EventType != "" {
+		id, err := e.admin.SaveEvent(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.EventID = id
+	}
+	d := admin.Delivery{SubscriptionID: sub, EventID: ev.EventID, EventType: "budget.exhausted", TraceID: ev.TraceID}
+	if mutate != nil {
+		mutate(&d)
+	}
+	if d.DeliveryID == "" {
+		d.DeliveryID = admin.DeliveryID(d.EventID, d.SubscriptionID)
+	}
+	if ok, err := e.admin.Enqueue(ctx, d); err != nil || !ok {
+		t.Fatalf("enqueue: ok=%v err=%v", ok, err)
+	}
+	return d.DeliveryID
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// final waits for delivery id to reach SUCCESS or FAILED and returns it.
+func (e *env) final(t *testing.T, id string) *store.DeliveryRecord {
+	t.Helper()
+	var rec *store.DeliveryRecord
+	waitFor(t, 20*time.Second, "delivery "+id+" to be final", func() bool {
+		r, err := e.store.Delivery(context.Background(), id)
+		if err == nil && r.Status.Terminal() {
+			rec = r
+			return true
+		}
+		return false
+	})
+	return rec
+}
+
+// idle waits until every queued work item has been settled: nothing pending
+// in Redis or in the stream, nothing awaiting an ack.
+func (e *env) idle(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, 20*time.Second, "the pipeline to go idle", func() bool {
+		if n, _ := e.redis.Client.LLen(ctx, store.PendingList).Result(); n > 0 {
+			return false
+		}
+		if n, _ := e.redis.Client.LLen(ctx, "dispatch:processing:test-bridge").Result(); n > 0 {
+			return false
+		}
+		c, err := e.js.Consumer(ctx, e.qc.Stream, e.qc.Consumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
+
+func (e *env) subscription(t *testing.T, id string) *proto.Subscription {
+	t.Helper()
+	raw, err := e.redis.Client.Get(context.Background(), store.SubscriptionKey(id)).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := proto.ParseSubscription(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) rawDelivery(t *testing.T, id string) string {
+	t.Helper()
+	raw, err := e.redis.Client.Get(context.Background(), store.DeliveryKey(id)).Result()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// testLogger sends the engine's log to the test log when JETRELAY_TEST_LOG is set.
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("JETRELAY_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
