@@ -154,35 +154,35 @@ func (c *Config) validate() error {
 	switch c.Role {
 	case RoleAll, RoleBridge, RoleEngine:
 	default:
-		errs = append(errs, fmt.Errorf("role must be all, bridge or engine, got %q", c.Role))
+		errs = append(errs, fmt.Errorf("JETRELAY_ROLE (--role) must be all, bridge or engine, got %q", c.Role))
 	}
 	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("workers must be at least 1, got %d", c.Workers))
+		errs = append(errs, fmt.Errorf("JETRELAY_WORKERS (--workers) must be at least 1, got %d", c.Workers))
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
-		errs = append(errs, fmt.Errorf("stream replicas must be 1..5, got %d", c.StreamReplicas))
+		errs = append(errs, fmt.Errorf("JETRELAY_STREAM_REPLICAS (--stream-replicas) must be 1..5, got %d", c.StreamReplicas))
 	}
 	if c.MaxDeliveryAge <= 0 {
-		errs = append(errs, errors.New("MAX_DELIVERY_AGE_MS must be positive"))
+		errs = append(errs, errors.New("MAX_DELIVERY_AGE_MS (--max-delivery-age-ms) must be positive"))
 	}
 	if c.AckWait < time.Second {
-		errs = append(errs, fmt.Errorf("ack wait must be at least 1s, got %s", c.AckWait))
+		errs = append(errs, fmt.Errorf("JETRELAY_ACK_WAIT (--ack-wait) must be at least 1s, got %s", c.AckWait))
 	}
 	if c.MaxAckPending < c.Workers {
-		errs = append(errs, fmt.Errorf("max ack pending (%d) must be at least workers (%d)", c.MaxAckPending, c.Workers))
+		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
 	}
 	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
-		errs = append(errs, fmt.Errorf("management port out of range: %d", c.ManagementPort))
+		errs = append(errs, fmt.Errorf("MANAGEMENT_PORT (--management-port) must be 0..65535, got %d", c.ManagementPort))
 	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log format must be text or json, got %q", c.LogFormat))
+		errs = append(errs, fmt.Errorf("JETRELAY_LOG_FORMAT (--log-format) must be text or json, got %q", c.LogFormat))
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("log level must be debug, info, warn or error, got %q", c.LogLevel))
+		errs = append(errs, fmt.Errorf("JETRELAY_LOG_LEVEL (--log-level) must be debug, info, warn or error, got %q", c.LogLevel))
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {
