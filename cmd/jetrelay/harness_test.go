@@ -53,16 +53,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// ownSettings are environment variables jetrelay reads; the developer's own
-// values must never leak into a test's process.
-var ownSettings = []string{
-	"JETRELAY_", "REDIS_", "NATS_URL=", "MANAGEMENT_PORT=", "WEBHOOK_SECRET_ENCRYPTION_KEY=",
-	"MAX_DELIVERY_AGE_MS=", "EVENT_TTL_DAYS=", "DELIVERY_TTL_DAYS=",
-}
-
 // commandEnv is the test process's environment without jetrelay settings,
-// plus env.
+// plus env: the developer's own settings must never leak into a test.
 func commandEnv(env map[string]string) []string {
+	ownSettings := []string{
+		"JETRELAY_", "REDIS_", "NATS_URL=", "MANAGEMENT_PORT=", "WEBHOOK_SECRET_ENCRYPTION_KEY=",
+		"MAX_DELIVERY_AGE_MS=", "EVENT_TTL_DAYS=", "DELIVERY_TTL_DAYS=",
+	}
 	var out []string
 next:
 	for _, kv := range os.Environ() {
@@ -342,7 +339,7 @@ func (b *bed) statuses(ids []string) map[string]proto.DeliveryStatus {
 	return out
 }
 
-// awaitStatus polls until every delivery is SUCCESS, failing with the
+// awaitSuccess polls until every delivery is SUCCESS, failing with the
 // statuses that were not at the deadline.
 func (b *bed) awaitSuccess(t *testing.T, ids []string, within time.Duration) {
 	t.Helper()
