@@ -21,6 +21,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/retention"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -29,14 +30,15 @@ import (
 
 // stack is one running jetrelay: its connections and the parts its role runs.
 type stack struct {
-	log      *slog.Logger
-	rdb      *redis.Client
-	embedded *natsserver.Server
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	bridge   *bridge.Bridge
-	engine   *engine.Engine
-	webhook  *webhook.Transport
+	log       *slog.Logger
+	rdb       *redis.Client
+	embedded  *natsserver.Server
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	bridge    *bridge.Bridge
+	engine    *engine.Engine
+	webhook   *webhook.Transport
+	retention *retention.Config // nil unless this process runs the bridge
 }
 
 // newStack connects to Redis and NATS (starting an embedded JetStream
@@ -102,24 +104,13 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 	}); err != nil {
 		return nil, err
 	}
-	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
-		// Created here, before the bridge and the engine start: nats-server
-		// v2.15.2 reads the stream config unlocked while creating a consumer
-		// (fileStore.ConsumerStore), which races the stream update each of
-		// them makes at start-up. Updating an existing consumer is safe.
-		if err := retryUntil(ctx, log, "create JetStream consumer", func() error {
-			_, err := queue.EnsureConsumer(ctx, s.js, qc)
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
 		s.bridge, err = bridge.New(s.rdb, s.js, bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")})
 		if err != nil {
 			return nil, err
 		}
+		s.retention = &retention.Config{Interval: cfg.RetentionEvery, EventTTL: cfg.EventTTL, DeliveryTTL: cfg.DeliveryTTL, Logger: log.With("component", "retention")}
 	}
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
 		s.webhook, err = webhook.New(webhook.Config{
@@ -147,6 +138,9 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 func (s *stack) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
+	if s.retention != nil {
+		wg.Go(func() { retention.Run(ctx, store.New(s.rdb), *s.retention) })
+	}
 	if s.bridge != nil {
 		wg.Go(func() { errs <- s.bridge.Run(ctx) })
 	}

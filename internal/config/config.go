@@ -48,6 +48,7 @@ type Config struct {
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
+	RetentionEvery time.Duration
 
 	Workers        int
 	DrainTimeout   time.Duration
@@ -90,6 +91,7 @@ func options() []option {
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
+		{"RETENTION_CLEANUP_INTERVAL_MS", "retention-interval-ms", "3600000", "period of the events:*/deliveries:* index trim (0 disables)", setMillis(func(c *Config) *time.Duration { return &c.RetentionEvery })},
 		{"JETRELAY_WORKERS", "workers", "64", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
