@@ -276,3 +276,17 @@ func setDays(field func(*Config) *time.Duration) func(*Config, string) error {
 		return nil
 	}
 }
+
+// MarkdownTable writes the settings as the Markdown table the README shows;
+// a test keeps the README in step with it.
+func MarkdownTable(w io.Writer) {
+	fmt.Fprintln(w, "| environment | flag | default | meaning |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, o := range options() {
+		def := "`" + o.def + "`"
+		if o.def == "" {
+			def = "—"
+		}
+		fmt.Fprintf(w, "| `%s` | `--%s` | %s | %s |\n", o.env, o.flag, def, o.help)
+	}
+}
