@@ -15,7 +15,7 @@ import (
 // probe asks the server on addr for its pid with a hand-written RESP
 // exchange (AUTH, INFO server). It avoids a client library so readiness
 // checks leave no pools or retry logs behind. A server still loading its AOF
-// answers -LOADING, which is reported as an error: it is not ready yet.
+// is reported as an error: it is not ready yet.
 func probe(ctx context.Context, addr, password string) (int, error) {
 	d := net.Dialer{Timeout: time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -36,6 +36,15 @@ func probe(ctx context.Context, addr, password string) (int, error) {
 		if _, err := exchange(conn, r, "AUTH", password); err != nil {
 			return 0, err
 		}
+	}
+	// INFO answers even while the AOF is still loading, so ask about that
+	// too: a server that is loading is not ready for clients.
+	persistence, err := exchange(conn, r, "INFO", "persistence")
+	if err != nil {
+		return 0, err
+	}
+	if strings.Contains(persistence, "loading:1") {
+		return 0, errors.New("still loading its data set")
 	}
 	info, err := exchange(conn, r, "INFO", "server")
 	if err != nil {
