@@ -226,7 +226,7 @@ func TestDelivery_CorruptRecordIsQuarantined(t *testing.T) {
 	}
 	joined := strings.Join(entries, "\n")
 	for _, id := range []string{"del_corrupt000000001", "del_badstatus0000001"} {
-		if !strings.Contains(joined, `"delivery_id":"`+id+`"`) || !strings.Contains(joined, "corrupt_record") {
+		if !strings.Contains(joined, `"delivery_id":"`+id+`"`) || !strings.Contains(joined, "corrupt_record") || !strings.Contains(joined, `\"delivery_id\":\"`+id) {
 			t.Errorf("%s not quarantined in dispatch:failed: %s", id, joined)
 		}
 	}

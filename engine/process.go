@@ -113,7 +113,12 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		log.Warn("delivery record not found; dropping work item", "outcome", "missing_record")
 		return ack()
 	case errors.Is(err, store.ErrCorrupt):
-		if qerr := e.store.Quarantine(ctx, id, "corrupt_record", nil); qerr != nil {
+		var ce *store.CorruptError
+		var raw []byte
+		if errors.As(err, &ce) {
+			raw = ce.Raw
+		}
+		if qerr := e.store.Quarantine(ctx, id, "corrupt_record", raw); qerr != nil {
 			return e.infraRetry(log, md, qerr)
 		}
 		log.Error("delivery record unreadable; quarantined in dispatch:failed", "outcome", "corrupt_record", "err", err)

@@ -34,7 +34,7 @@ func (s *Store) Delivery(ctx context.Context, id string) (*DeliveryRecord, error
 	}
 	d, err := proto.ParseDelivery(raw)
 	if err != nil {
-		return nil, &CorruptError{Key: key, Err: err}
+		return nil, &CorruptError{Key: key, Err: err, Raw: raw}
 	}
 	return &DeliveryRecord{Raw: raw, Delivery: d}, nil
 }

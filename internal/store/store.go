@@ -48,6 +48,7 @@ var ErrConflict = errors.New("store: too many concurrent updates")
 type CorruptError struct {
 	Key string
 	Err error
+	Raw []byte // the stored value when it was a string (for quarantine); never printed
 }
 
 // maxErrDetail bounds how much of the underlying parse error is shown, since
