@@ -297,4 +297,3 @@ func closedPort() (string, error) {
 type printer struct{ w io.Writer }
 
 func (p *printer) f(format string, args ...any) { fmt.Fprintf(p.w, format, args...) }
-
