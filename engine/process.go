@@ -30,7 +30,7 @@ const (
 	settleTerm                   // the work item itself is unusable
 )
 
-func ack() settlement                    { return settlement{kind: settleAck} }
+func ack() settlement                     { return settlement{kind: settleAck} }
 func nakAfter(d time.Duration) settlement { return settlement{kind: settleNak, delay: d} }
 
 // handle processes one work item and settles it. It never panics the worker:

@@ -190,7 +190,7 @@ func TestInfraError_RedisDownDelaysButNeverFailsADelivery(t *testing.T) {
 	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	id := e.deliver(t, sub, e.event(), nil)
 
-	<-arrived // the engine has read everything and is mid-send
+	<-arrived                                     // the engine has read everything and is mid-send
 	if err := e.redis.Server.Kill(); err != nil { // a crash; the AOF keeps what was written
 		t.Fatal(err)
 	}
