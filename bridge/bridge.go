@@ -42,7 +42,7 @@ type Bridge struct {
 	// makes progress again; Ready reports it.
 	problem atomic.Pointer[error]
 
-	moved, published, duplicates, recovered, adopted, promoted, quarantined atomic.Uint64
+	moved, published, duplicates, requeued, recovered, adopted, promoted, quarantined atomic.Uint64
 }
 
 // New checks cfg and returns a Bridge. js should be created with
@@ -184,8 +184,15 @@ type Stats struct {
 	Moved uint64
 	// Published is ids JetStream stored as new messages.
 	Published uint64
-	// Duplicates is publishes JetStream absorbed as already stored.
+	// Duplicates is publishes JetStream absorbed and the bridge dropped:
+	// the original message is still queued, or it was consumed and the
+	// delivery record is final or gone.
 	Duplicates uint64
+	// Requeued is ids pushed again after their earlier message was
+	// consumed, while the record still asks for delivery: JetStream would
+	// have absorbed them, so they were republished under a derived msg id
+	// (queue.RequeueMsgID).
+	Requeued uint64
 	// Recovered is ids republished from the processing list (this
 	// instance's leftovers and adopted ones).
 	Recovered uint64
@@ -203,6 +210,7 @@ func (b *Bridge) Stats() Stats {
 		Moved:       b.moved.Load(),
 		Published:   b.published.Load(),
 		Duplicates:  b.duplicates.Load(),
+		Requeued:    b.requeued.Load(),
 		Recovered:   b.recovered.Load(),
 		Adopted:     b.adopted.Load(),
 		Promoted:    b.promoted.Load(),

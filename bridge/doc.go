@@ -6,9 +6,12 @@
 // at any instant leaves its in-flight ids in that list; it republishes them
 // when it starts again (JetStream's dedupe window absorbs the ones it had
 // already stored), and a live bridge adopts the list of an instance whose
-// heartbeat has expired. It also promotes due ids from a legacy
-// dispatch:retry ZSET left by the reference service, so switching over loses
-// nothing.
+// heartbeat has expired. An id pushed again on purpose after its message
+// was consumed (a delivery reset to PENDING) is absorbed by that window too,
+// so the bridge checks such duplicates and republishes them under a derived
+// msg id while the delivery record still asks for delivery. It also
+// promotes due ids from a legacy dispatch:retry ZSET left by the reference
+// service, so switching over loses nothing.
 //
 // It needs Redis 6.2 or later (LMOVE, BLMOVE) on a single node or behind
 // Sentinel: the keys are the reference service's names, and on Redis Cluster

@@ -183,9 +183,9 @@ func (e *env) streamIDs(t *testing.T) map[string]int {
 		fetched := 0
 		for m := range batch.Messages() {
 			fetched++
-			id := string(m.Data())
-			if hdr := m.Headers().Get(jetstream.MsgIDHeader); hdr != id {
-				t.Errorf("Nats-Msg-Id %q, body %q; want equal", hdr, id)
+			id, err := queue.DeliveryID(m)
+			if err != nil {
+				t.Errorf("the engine would reject a stored work item: %v", err)
 			}
 			got[id]++
 		}

@@ -85,10 +85,21 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 			errs = append(errs, err)
 		}
 	}
-	acked, failed, err := b.publish(good, recovered)
+	acked, dups, failed, err := b.publish(good)
 	remaining = append(remaining, failed...)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if len(dups) > 0 {
+		settled, unsettled, err := b.resolveDuplicates(ctx, dups)
+		acked = append(acked, settled...)
+		remaining = append(remaining, unsettled...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if recovered {
+		b.recovered.Add(uint64(len(acked)))
 	}
 	if len(acked) > 0 {
 		unacked, err := b.ack(actx, acked)
@@ -104,11 +115,12 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 }
 
 // publish sends every id asynchronously with Nats-Msg-Id = id, then waits
-// for all PubAcks until PublishTimeout. It returns the acknowledged ids
-// (stored or recognised as duplicates) and the failed ones.
-func (b *Bridge) publish(ids []string, recovered bool) (acked, failed []string, firstErr error) {
+// for all PubAcks until PublishTimeout. It returns the ids stored as new
+// messages, those JetStream absorbed as duplicates (for resolveDuplicates),
+// and the failed ones.
+func (b *Bridge) publish(ids []string) (stored []string, dups []duplicate, failed []string, firstErr error) {
 	if len(ids) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	deadline := time.Now().Add(b.cfg.PublishTimeout)
 	fail := func(id string, err error) {
@@ -132,15 +144,12 @@ func (b *Bridge) publish(ids []string, recovered bool) (acked, failed []string, 
 	}
 
 	onAck := func(id string, ack *jetstream.PubAck) {
-		acked = append(acked, id)
 		if ack.Duplicate {
-			b.duplicates.Add(1)
-		} else {
-			b.published.Add(1)
+			dups = append(dups, duplicate{id: id, seq: ack.Sequence})
+			return
 		}
-		if recovered {
-			b.recovered.Add(1)
-		}
+		stored = append(stored, id)
+		b.published.Add(1)
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -168,7 +177,7 @@ func (b *Bridge) publish(ids []string, recovered bool) (acked, failed []string, 
 			fail(p.id, errPubAckTimeout)
 		}
 	}
-	return acked, failed, firstErr
+	return stored, dups, failed, firstErr
 }
 
 // publishAsync publishes one id, waiting for a free async-publish slot

@@ -3,6 +3,8 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -41,21 +43,60 @@ func ValidateDeliveryID(id string) error {
 // NewMsg builds the work item for deliveryID: the id is the body and the
 // Nats-Msg-Id, so publishing it twice within the dedupe window stores it once.
 func NewMsg(subject, deliveryID string) *nats.Msg {
+	return newMsg(subject, deliveryID, deliveryID)
+}
+
+// requeueSep joins a delivery id and a stream sequence in a requeue's
+// Nats-Msg-Id. Delivery ids may contain it; DeliveryID checks a header
+// against the body, so that is never ambiguous.
+const requeueSep = "#r"
+
+// RequeueMsgID is the Nats-Msg-Id that re-enqueues deliveryID after the
+// message at sequence replaced, which JetStream still remembers under the
+// id's own msg id, was consumed: "<deliveryID>#r<replaced>". It differs from
+// the plain id, so the dedupe window lets the re-enqueue through; it is
+// derived from the consumed message rather than the clock, so republishing
+// the same re-enqueue after a crash is still absorbed.
+func RequeueMsgID(deliveryID string, replaced uint64) string {
+	return deliveryID + requeueSep + strconv.FormatUint(replaced, 10)
+}
+
+// NewRequeueMsg builds a work item for deliveryID whose Nats-Msg-Id is
+// RequeueMsgID(deliveryID, replaced); the body is the delivery id, as in
+// NewMsg.
+func NewRequeueMsg(subject, deliveryID string, replaced uint64) *nats.Msg {
+	return newMsg(subject, deliveryID, RequeueMsgID(deliveryID, replaced))
+}
+
+func newMsg(subject, deliveryID, msgID string) *nats.Msg {
 	return &nats.Msg{
 		Subject: subject,
 		Data:    []byte(deliveryID),
-		Header:  nats.Header{jetstream.MsgIDHeader: []string{deliveryID}},
+		Header:  nats.Header{jetstream.MsgIDHeader: []string{msgID}},
 	}
 }
 
-// DeliveryID extracts and validates the delivery id of a work item.
+// DeliveryID extracts and validates the delivery id of a work item. Its
+// Nats-Msg-Id, when present, must be the id itself or a RequeueMsgID of it;
+// anything else means the item was not built by NewMsg or NewRequeueMsg.
 func DeliveryID(m jetstream.Msg) (string, error) {
 	id := string(m.Data())
 	if err := ValidateDeliveryID(id); err != nil {
 		return "", err
 	}
-	if hdr := m.Headers().Get(jetstream.MsgIDHeader); hdr != "" && hdr != id {
+	if hdr := m.Headers().Get(jetstream.MsgIDHeader); hdr != "" && hdr != id && !isRequeueMsgID(hdr, id) {
 		return "", fmt.Errorf("%w: body %q disagrees with its %s header", ErrInvalidDeliveryID, id, jetstream.MsgIDHeader)
 	}
 	return id, nil
+}
+
+// isRequeueMsgID reports whether msgID is exactly RequeueMsgID(id, n) for
+// some n.
+func isRequeueMsgID(msgID, id string) bool {
+	seq, ok := strings.CutPrefix(msgID, id+requeueSep)
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	return err == nil && strconv.FormatUint(n, 10) == seq
 }

@@ -197,6 +197,13 @@ func TestDeliveryID_RejectsMalformedWorkItems(t *testing.T) {
 		{"control char", &nats.Msg{Data: []byte("dlv\x00_1")}},
 		{"invalid utf-8", &nats.Msg{Data: []byte("dlv_\xff")}},
 		{"header disagrees", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_2"}}}},
+		{"header requeues another id", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{queue.RequeueMsgID("dlv_2", 7)}}}},
+		{"header requeues a longer id", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_12#r7"}}}},
+		{"header suffix not a sequence", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_1#rx"}}}},
+		{"header suffix empty", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_1#r"}}}},
+		{"header suffix signed", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_1#r+7"}}}},
+		{"header suffix padded", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_1#r07"}}}},
+		{"header suffix trailing", &nats.Msg{Data: []byte("dlv_1"), Header: nats.Header{jetstream.MsgIDHeader: []string{"dlv_1#r7#r8"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,6 +220,64 @@ func TestDeliveryID_RejectsMalformedWorkItems(t *testing.T) {
 				t.Errorf("DeliveryID = %q, %v; want ErrInvalidDeliveryID", id, err)
 			}
 		})
+	}
+}
+
+func TestNewRequeueMsg_StoresAnIDAgainAfterItsMessageWasConsumedAndDecodesBack(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx := testCtx(t)
+	cfg := queue.Config{}.WithDefaults()
+	st, err := queue.EnsureStream(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A delivery id may itself contain the separator; the header is checked
+	// against the body, so it still decodes to the whole id.
+	for _, id := range []string{"dlv_abc", "dlv#r12"} {
+		first, err := js.PublishMsg(ctx, queue.NewMsg(cfg.Subject, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again, err := js.PublishMsg(ctx, queue.NewMsg(cfg.Subject, id))
+		if err != nil || !again.Duplicate {
+			t.Fatalf("republishing %s after its ack: %+v, %v; want a duplicate", id, again, err)
+		}
+		for i := range 2 {
+			ack, err := js.PublishMsg(ctx, queue.NewRequeueMsg(cfg.Subject, id, first.Sequence))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ack.Duplicate != (i > 0) {
+				t.Errorf("requeue %d of %s: duplicate = %v, want only the second absorbed", i, id, ack.Duplicate)
+			}
+		}
+		m, err = cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr, want := m.Headers().Get(jetstream.MsgIDHeader), queue.RequeueMsgID(id, first.Sequence); hdr != want {
+			t.Errorf("Nats-Msg-Id = %q, want %q", hdr, want)
+		}
+		if got, err := queue.DeliveryID(m); err != nil || got != id {
+			t.Errorf("DeliveryID = %q, %v; want %s", got, err, id)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, _ := st.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("stream holds %d msgs after both were acked, want 0", info.State.Msgs)
 	}
 }
 
