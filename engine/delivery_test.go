@@ -167,11 +167,24 @@ func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
 	paused, _, pausedEP := e.subscribe(t, "/paused", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
 	disabled, _, _ := e.subscribe(t, "/disabled", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionDisabled })
 
+	ctx := context.Background()
+	corruptEvent := e.event()
+	corruptEvent.EventID = "evt_corrupt000000001"
+	e.redis.Client.Set(ctx, store.EventKey(corruptEvent.EventID), `{"event_id":"evt_corrupt000000001","event_type":`, time.Hour)
+	corruptSub := "whsub_corrupt00000001"
+	e.redis.Client.Set(ctx, store.SubscriptionKey(corruptSub), `{"subscription_id":17}`, 0)
+	adminOnly := e.event()
+	adminOnly.EventType, adminOnly.Category = "api_key.revoked", "api_key"
+
 	cases := []struct {
 		name    string
 		id      string
 		message string
 	}{
+		{"event unreadable", e.deliver(t, active, admin.Event{EventID: corruptEvent.EventID}, nil), "Event record unreadable: evt_corrupt000000001"},
+		{"subscription unreadable", e.deliver(t, corruptSub, e.event(), nil), "Subscription record unreadable"},
+		{"admin-only event to a tenant subscription", e.deliver(t, active, adminOnly, nil),
+			"Ownership boundary (#209): api_key.revoked/api_key events are admin-only and not delivered to a tenant-owned subscription"},
 		{"stale", e.deliver(t, active, e.event(), func(d *admin.Delivery) { d.AttemptedAt = time.Now().Add(-25 * time.Hour) }), "Delivery expired: 25h old (max 24h)"},
 		{"event missing", e.deliver(t, active, admin.Event{EventID: "evt_missing000000001"}, nil), "Event not found: evt_missing000000001"},
 		{"subscription missing", e.deliver(t, "whsub_nonexistent00001", e.event(), nil), "Subscription not found"},
@@ -326,5 +339,22 @@ func TestDelivery_ManyDeliveriesAcrossSubscriptionsAllSucceedOnce(t *testing.T) 
 		if s := ep.Stats(); s.Unique != 100 || s.Duplicates != 0 || s.BadSig != 0 {
 			t.Errorf("endpoint %d: %+v", i, s)
 		}
+	}
+}
+
+func TestDelivery_UnknownCategoryAndActorTypeAreDeliveredVerbatimToSystemSubscriptions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, ep := e.subscribe(t, "/system", receiver.Healthy(), func(s *admin.Subscription) { s.TenantID = proto.SystemTenant })
+	raw := `{"event_id":"evt_future0000000001","event_type":"quota.rebalanced","category":"quota","timestamp":"2026-04-01T12:00:00Z","tenant_id":"acme-corp","actor":{"type":"admin_on_behalf_of"},"source":"cycles-admin","data":{}}`
+	if err := e.store.SaveEvent(context.Background(), []byte(raw), "evt_future0000000001", "acme-corp", "", time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.final(t, e.deliver(t, sub, admin.Event{EventID: "evt_future0000000001"}, nil))
+	if rec.Status != proto.DeliverySuccess {
+		t.Fatalf("record = %s", rec.Raw)
+	}
+	if d := ep.Deliveries(); len(d) != 1 || string(d[0].Body) != raw || d[0].EventType != "quota.rebalanced" {
+		t.Fatalf("receiver got %d requests; want the stored bytes once", len(d))
 	}
 }

@@ -173,6 +173,11 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		return e.fail(ctx, log, md, id, "Subscription not active: "+status, "subscription_inactive")
 	}
 
+	if proto.CrossesOwnershipBoundary(sub.TenantID, b.Event.EventType, b.Event.Category) {
+		return e.fail(ctx, log, md, id, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
+			b.Event.EventType, b.Event.Category), "boundary_skipped")
+	}
+
 	secret := ""
 	if b.HasSecret {
 		secret, err = proto.DecryptSecret(e.cfg.SecretKey, b.Secret)
