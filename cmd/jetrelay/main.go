@@ -1,10 +1,3 @@
-// Command jetrelay is a webhook and event delivery engine on NATS JetStream,
-// a drop-in replacement for the Cycles events service.
-//
-//	jetrelay run     run the bridge and the engine (see `jetrelay run --help`)
-//	jetrelay demo    a self-contained tour: embedded NATS, a throwaway Redis,
-//	                 a receiver, and deliveries that succeed, retry and fail
-//	jetrelay version print the version
 package main
 
 import (
