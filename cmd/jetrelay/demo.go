@@ -186,11 +186,19 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	var counts map[proto.DeliveryStatus]int
+	var lastLine string
 	for {
 		counts, err = statusCounts(ctx, s.rdb, all)
 		if err == nil {
-			out.f("\r  pending %-4d retrying %-4d success %-4d failed %-4d",
+			line := fmt.Sprintf("  pending %-4d retrying %-4d success %-4d failed %-4d",
 				counts[proto.DeliveryPending], counts[proto.DeliveryRetrying], counts[proto.DeliverySuccess], counts[proto.DeliveryFailed])
+			switch {
+			case isTerminal(stdout):
+				out.f("\r%s", line) // redraw in place
+			case line != lastLine:
+				out.f("%s\n", line) // a log or pipe gets one line per change
+			}
+			lastLine = line
 			if counts[proto.DeliverySuccess]+counts[proto.DeliveryFailed] == len(all) {
 				break
 			}
@@ -292,6 +300,16 @@ func closedPort() (string, error) {
 	}
 	addr := ln.Addr().String()
 	return addr, ln.Close()
+}
+
+// isTerminal reports whether w is a character device (an interactive terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 type printer struct{ w io.Writer }
