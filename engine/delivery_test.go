@@ -115,6 +115,32 @@ func TestDelivery_WithoutSecretIsSentUnsigned(t *testing.T) {
 	}
 }
 
+func TestDelivery_NewSubscriptionWaitsForItsSecretInsteadOfSendingUnsigned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, secret, ep := e.subscribe(t, "/new", receiver.Healthy(), func(s *admin.Subscription) { s.CreatedAt = time.Now() })
+	ctx := context.Background()
+	// Admin's create writes webhook:{id}, then webhook:secret:{id} separately;
+	// a delivery can be dequeued in between.
+	e.redis.Client.Del(ctx, store.SecretKey(sub))
+	id := e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the engine to look at the delivery", func() bool {
+		c, err := e.js.Consumer(ctx, e.qc.Stream, e.qc.Consumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.Delivered.Consumer > 0
+	})
+	e.redis.Client.Set(ctx, store.SecretKey(sub), secret, 0)
+	if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("status %s", rec.Status)
+	}
+	if s := ep.Stats(); s.Accepted != 1 || s.BadSig != 0 {
+		t.Fatalf("receiver stats %+v; want one signed delivery", s)
+	}
+}
+
 func TestDelivery_EncryptedSecretIsDecryptedToSign(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{adminKey: testKey, engineKey: testKey})
@@ -181,8 +207,8 @@ func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
 		id      string
 		message string
 	}{
-		{"event unreadable", e.deliver(t, active, admin.Event{EventID: corruptEvent.EventID}, nil), "Event record unreadable: evt_corrupt000000001"},
-		{"subscription unreadable", e.deliver(t, corruptSub, e.event(), nil), "Subscription record unreadable"},
+		{"event unreadable", e.deliver(t, active, admin.Event{EventID: corruptEvent.EventID}, nil), "Event not found: evt_corrupt000000001"},
+		{"subscription unreadable", e.deliver(t, corruptSub, e.event(), nil), "Subscription not found"},
 		{"admin-only event to a tenant subscription", e.deliver(t, active, adminOnly, nil),
 			"Ownership boundary (#209): api_key.revoked/api_key events are admin-only and not delivered to a tenant-owned subscription"},
 		{"stale", e.deliver(t, active, e.event(), func(d *admin.Delivery) { d.AttemptedAt = time.Now().Add(-25 * time.Hour) }), "Delivery expired: 25h old (max 24h)"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,7 +48,9 @@ func (c Config) withDefaults() Config {
 		c.DrainTimeout = 25 * time.Second
 	}
 	if c.AttemptTimeout <= 0 {
-		c.AttemptTimeout = 45 * time.Second
+		// Leave a quarter of AckWait for the item's wait in the client
+		// buffer and its outcome write (the keep-alive covers the rest).
+		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait-c.Queue.AckWait/4)
 	}
 	if c.InfraRetryMin <= 0 {
 		c.InfraRetryMin = time.Second
@@ -75,6 +78,7 @@ type Engine struct {
 	transport *transport.Registry
 	log       *slog.Logger
 	successes *successLedger
+	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
 
 // New returns an engine that reads Redis through st, consumes from js and
@@ -92,19 +96,9 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 // Run consumes until ctx is done, then drains: it stops fetching, releases
 // work it has not started, lets in-flight deliveries finish for up to
 // DrainTimeout, releases whatever is still running after that, and returns.
+// Losing the consumer (deleted, JetStream unavailable) is not fatal: Run
+// recreates it with backoff and reports the problem through Ready meanwhile.
 func (e *Engine) Run(ctx context.Context) error {
-	if _, err := queue.EnsureStream(ctx, e.js, e.cfg.Queue); err != nil {
-		return e.startError(ctx, err)
-	}
-	cons, err := queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
-	if err != nil {
-		return e.startError(ctx, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(e.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("engine: start consuming: %w", err)
-	}
-
 	// Workers run on their own context: cancelling ctx stops fetching, but a
 	// send in flight is given DrainTimeout to finish before it is cut off.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -123,29 +117,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		})
 	}
 
-	stopFetch := context.AfterFunc(ctx, it.Drain)
-	defer stopFetch()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
-			}
-			e.log.Warn("consumer fetch error", "err", err)
-			continue
-		}
-		if ctx.Err() != nil {
-			// Buffered but not started: hand it straight back so another
-			// replica can take it now rather than after AckWait.
-			release(m)
-			continue
-		}
-		select {
-		case work <- m:
-		case <-ctx.Done():
-			release(m)
-		}
-	}
+	e.consume(ctx, work)
 	close(work)
 
 	done := make(chan struct{})
@@ -159,20 +131,100 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	cancelWork()
 	<-flushDone
-	e.successes.flush(context.Background())
+	// Last coalesced success timestamps, bounded so shutdown stays bounded.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	e.successes.flush(fctx)
 	return nil
 }
 
-// startError is nil when the failure is only that Run was stopped during start-up.
-func (e *Engine) startError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
+// consume feeds work from the durable consumer until ctx is done, opening
+// the consumer again whenever its message iterator closes underneath.
+func (e *Engine) consume(ctx context.Context, work chan<- jetstream.Msg) {
+	backoff := minReopen
+	for ctx.Err() == nil {
+		it, err := e.open(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.problem.Store(&err)
+			e.log.Error("cannot open the JetStream consumer; retrying", "err", err, "retry_in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, maxReopen)
+			continue
+		}
+		e.problem.Store(nil)
+		stopFetch := context.AfterFunc(ctx, it.Drain)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					break
+				}
+				e.log.Warn("consumer fetch error", "err", err)
+				continue
+			}
+			backoff = minReopen
+			if ctx.Err() != nil {
+				// Buffered but not started: hand it straight back so another
+				// replica can take it now rather than after AckWait.
+				release(m)
+				continue
+			}
+			select {
+			case work <- m:
+			case <-ctx.Done():
+				release(m)
+			}
+		}
+		stopFetch()
+		if ctx.Err() == nil {
+			err := errors.New("engine: consumer message iterator closed; reopening")
+			e.problem.Store(&err)
+			e.log.Error("lost the JetStream consumer; reopening it", "retry_in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, maxReopen)
+		}
 	}
-	return fmt.Errorf("engine: %w", err)
 }
 
-// Ready reports whether Redis and JetStream both answer.
+const (
+	minReopen = 200 * time.Millisecond
+	maxReopen = 5 * time.Second
+)
+
+// open ensures the stream and the durable consumer and starts pulling.
+func (e *Engine) open(ctx context.Context) (jetstream.MessagesContext, error) {
+	if _, err := queue.EnsureStream(ctx, e.js, e.cfg.Queue); err != nil {
+		return nil, err
+	}
+	cons, err := queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(e.cfg.Workers))
+	if err != nil {
+		return nil, fmt.Errorf("start consuming: %w", err)
+	}
+	return it, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Ready reports whether the engine can work: its consumer is open, and
+// Redis and JetStream both answer.
 func (e *Engine) Ready(ctx context.Context) error {
+	if p := e.problem.Load(); p != nil {
+		return *p
+	}
 	if err := e.store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}

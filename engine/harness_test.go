@@ -122,7 +122,10 @@ func fastPolicy(retries int) *proto.RetryPolicy {
 // subscribe creates a subscription (as admin does) to a receiver endpoint.
 func (e *env) subscribe(t *testing.T, path string, b receiver.Behaviour, mutate func(*admin.Subscription)) (string, string, *receiver.Endpoint) {
 	t.Helper()
-	s := admin.Subscription{TenantID: e.tenant, URL: e.base + path, EventTypes: []string{"budget.exhausted"}, RetryPolicy: fastPolicy(2)}
+	// Created a while ago: a brand-new subscription without a secret is
+	// (correctly) held back until admin's separate secret write lands.
+	s := admin.Subscription{TenantID: e.tenant, URL: e.base + path, EventTypes: []string{"budget.exhausted"}, RetryPolicy: fastPolicy(2),
+		CreatedAt: time.Now().Add(-time.Hour)}
 	if mutate != nil {
 		mutate(&s)
 	}

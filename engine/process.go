@@ -16,6 +16,10 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
+// secretGrace is how long after its creation a subscription without a stored
+// secret is assumed to be waiting for it rather than to have none.
+const secretGrace = 30 * time.Second
+
 // settlement is what happens to a work item once its outcome is recorded.
 type settlement struct {
 	kind  settleKind
@@ -82,12 +86,18 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 	_ = m.Term()
 }
 
-// keepAlive tells the server the item is still being worked on, so a slow
-// send never outlives AckWait and reaches a second replica.
+// keepAlive tells the server the item is still being worked on, at once
+// (it may have waited in the client's buffer) and then every AckWait/3, so a
+// slow send never outlives AckWait and reaches a second replica. stop waits
+// for the ticker to finish: an in-progress signal sent after the final nak
+// would reset the nak's delay on the server.
 func (e *Engine) keepAlive(m jetstream.Msg) (stop func()) {
+	_ = m.InProgress()
 	every := e.cfg.Queue.AckWait / 3
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -99,7 +109,7 @@ func (e *Engine) keepAlive(m jetstream.Msg) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done); <-exited }
 }
 
 // process runs the decision matrix of the reference service (contract
@@ -136,13 +146,15 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 	now := time.Now()
 	if age := now.Sub(attemptedAt(d, now)); age > e.cfg.MaxDeliveryAge {
 		msg := fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, e.cfg.MaxDeliveryAge/time.Hour)
-		return e.fail(ctx, log, md, id, msg, "stale")
+		return e.fail(ctx, log, md, rec, msg, "stale")
 	}
 	if d.Status == proto.DeliveryRetrying && d.NextRetryAt != nil {
 		// An early copy (a lost nak, a legacy retry entry): wait for the
-		// scheduled time instead of sending ahead of the backoff.
+		// scheduled time instead of sending ahead of the backoff, but never
+		// past the stale cutoff, which must still fail it on time.
 		if wait := d.NextRetryAt.Sub(now); wait > 100*time.Millisecond {
-			return nakAfter(wait)
+			untilStale := attemptedAt(d, now).Add(e.cfg.MaxDeliveryAge).Sub(now) + time.Second
+			return nakAfter(min(wait, untilStale))
 		}
 	}
 
@@ -150,19 +162,19 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 	if err != nil {
 		return e.infraRetry(log, md, err)
 	}
+	// The reference's messages are kept as they are (dashboards and admin
+	// users match on them); an unreadable record is named in the log.
 	if b.EventErr != nil {
-		msg := "Event not found: " + d.EventID
 		if errors.Is(b.EventErr, store.ErrCorrupt) {
-			msg = "Event record unreadable: " + d.EventID
+			log.Error("event record unreadable", "err", b.EventErr)
 		}
-		return e.fail(ctx, log, md, id, msg, "event_not_found")
+		return e.fail(ctx, log, md, rec, "Event not found: "+d.EventID, "event_not_found")
 	}
 	if b.SubscriptionErr != nil {
-		msg := "Subscription not found"
 		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-			msg = "Subscription record unreadable"
+			log.Error("subscription record unreadable", "err", b.SubscriptionErr)
 		}
-		return e.fail(ctx, log, md, id, msg, "subscription_not_found")
+		return e.fail(ctx, log, md, rec, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
 	if sub.Status != proto.SubscriptionActive {
@@ -170,11 +182,11 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		if status == "" {
 			status = "null"
 		}
-		return e.fail(ctx, log, md, id, "Subscription not active: "+status, "subscription_inactive")
+		return e.fail(ctx, log, md, rec, "Subscription not active: "+status, "subscription_inactive")
 	}
 
 	if proto.CrossesOwnershipBoundary(sub.TenantID, b.Event.EventType, b.Event.Category) {
-		return e.fail(ctx, log, md, id, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
+		return e.fail(ctx, log, md, rec, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
 			b.Event.EventType, b.Event.Category), "boundary_skipped")
 	}
 
@@ -185,8 +197,13 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 			// Fail closed: never send unsigned when a secret exists. The
 			// key may be fixed by an operator, so this is retried like an
 			// infrastructure error until the stale cutoff.
-			return e.secretUnavailable(ctx, log, md, id, d, err)
+			return e.secretUnavailable(ctx, log, md, rec, err)
 		}
+	} else if sub.CreatedAt != nil && now.Sub(sub.CreatedAt.Time) < secretGrace {
+		// Admin stores a new subscription and then, separately, its secret:
+		// a delivery in between must wait for the secret, not go unsigned.
+		log.Debug("new subscription has no secret yet; waiting for it")
+		return nakAfter(time.Second)
 	}
 	return e.attempt(ctx, log, md, rec, b, secret)
 }
@@ -228,9 +245,9 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 	}
 	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
 	if err == nil && res.Outcome == transport.Delivered {
-		return e.recordSuccess(ctx, log, md, d, sub, o)
+		return e.recordSuccess(ctx, log, md, rec, b.SubscriptionRaw, o)
 	}
-	return e.recordFailure(ctx, log, md, d, sub, b.Event, o)
+	return e.recordFailure(ctx, log, md, rec, b.SubscriptionRaw, sub, b.Event, o)
 }
 
 func attemptedAt(d *proto.Delivery, now time.Time) time.Time {

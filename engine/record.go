@@ -13,6 +13,11 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
+// writeTimeout bounds one outcome write. Outcomes are written on a context
+// detached from shutdown: a send that completed must be recorded even when
+// the drain deadline has just passed, or it would be sent again.
+const writeTimeout = 10 * time.Second
+
 // outcome is what one send produced.
 type outcome struct {
 	attempt int
@@ -45,9 +50,16 @@ func (o outcome) reason() string {
 
 func (o outcome) permanent() bool { return errors.Is(o.err, transport.ErrPermanent) }
 
+// superseded reports whether cur no longer needs this attempt's outcome: it
+// is final, or another copy of the work item already recorded this attempt
+// number (a duplicate work item racing this one).
+func (o outcome) superseded(cur *proto.Delivery) bool {
+	return cur.Status.Terminal() || cur.Attempts >= o.attempt
+}
+
 // attemptFields are the fields every attempt writes, in the order the
 // reference service's Delivery model has them.
-func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus, now time.Time) store.Patch {
+func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus) store.Patch {
 	p := store.Patch{
 		{Name: "status", Value: status},
 		{Name: "attempts", Value: o.attempt},
@@ -61,52 +73,98 @@ func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus, n
 	return p
 }
 
-// recordSuccess marks the delivery SUCCESS and clears retry fields.
-func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, d *proto.Delivery, sub *proto.Subscription, o outcome) settlement {
+// write records an outcome on a context that survives shutdown, bounded.
+func (e *Engine) write(ctx context.Context, rec *store.DeliveryRecord, subRaw []byte, fn store.OutcomeFunc) (bool, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	return e.store.RecordOutcome(wctx, rec, subRaw, fn)
+}
+
+// recordSuccess marks the delivery SUCCESS, clears its retry fields and, in
+// the same atomic write, resets the subscription's consecutive_failures.
+func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, subRaw []byte, o outcome) settlement {
 	now := time.Now()
-	_, err := e.store.UpdateDelivery(ctx, d.DeliveryID, func(cur *proto.Delivery) (store.Patch, error) {
-		if cur.Status.Terminal() {
-			return nil, nil
+	var reset bool
+	wrote, err := e.write(ctx, rec, subRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+		reset = false
+		if o.superseded(cur) {
+			return nil, nil, nil
 		}
-		p := o.attemptFields(cur, proto.DeliverySuccess, now)
-		return append(p,
+		dp := append(o.attemptFields(cur, proto.DeliverySuccess),
 			store.Field{Name: "completed_at", Value: now},
 			store.Field{Name: "error_message", Value: nil},
 			store.Field{Name: "next_retry_at", Value: nil},
-		), nil
+		)
+		if sub == nil || sub.ConsecutiveFailures == 0 {
+			return dp, nil, nil
+		}
+		reset = true
+		return dp, store.Patch{
+			{Name: "consecutive_failures", Value: 0},
+			{Name: "last_triggered_at", Value: now},
+			{Name: "last_success_at", Value: now},
+		}, nil
 	})
 	if settled, s := e.afterWrite(log, md, err); settled {
 		return s
 	}
-	e.successes.record(ctx, sub, now)
+	if !wrote {
+		log.Debug("outcome already recorded by another copy of this work item", "outcome", "duplicate")
+		return ack()
+	}
+	if !reset {
+		// Nothing to reset: only timestamps, written coalesced.
+		e.successes.record(rec.SubscriptionID, now)
+	}
 	log.Debug("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
 	return ack()
 }
 
 // recordFailure schedules a retry, or fails the delivery once its policy is
 // exhausted (or the failure is permanent) and counts it against the
-// subscription.
-func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, d *proto.Delivery, sub *proto.Subscription, ev *proto.Event, o outcome) settlement {
+// subscription in the same atomic write, disabling the subscription when the
+// count reaches disable_after_failures.
+func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, subRaw []byte, sub *proto.Subscription, ev *proto.Event, o outcome) settlement {
 	now := time.Now()
 	policy := sub.Policy()
 	log = log.With("reason", o.reason(), "status_code", o.res.StatusCode)
 	if o.permanent() || policy.Exhausted(o.attempt) {
-		_, err := e.store.UpdateDelivery(ctx, d.DeliveryID, func(cur *proto.Delivery) (store.Patch, error) {
-			if cur.Status.Terminal() {
-				return nil, nil
+		var disabled *proto.Subscription
+		wrote, err := e.write(ctx, rec, subRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+			disabled = nil
+			if o.superseded(cur) {
+				return nil, nil, nil
 			}
-			p := o.attemptFields(cur, proto.DeliveryFailed, now)
-			return append(p,
+			dp := append(o.attemptFields(cur, proto.DeliveryFailed),
 				store.Field{Name: "completed_at", Value: now},
 				store.Field{Name: "error_message", Value: o.message()},
 				store.Field{Name: "next_retry_at", Value: nil},
-			), nil
+			)
+			if sub == nil {
+				return dp, nil, nil
+			}
+			failures := sub.ConsecutiveFailures + 1
+			sp := store.Patch{
+				{Name: "consecutive_failures", Value: failures},
+				{Name: "last_triggered_at", Value: now},
+				{Name: "last_failure_at", Value: now},
+			}
+			if sub.Status == proto.SubscriptionActive && failures >= sub.DisableAfter() {
+				sp = append(sp, store.Field{Name: "status", Value: proto.SubscriptionDisabled})
+				disabled = sub
+			}
+			return dp, sp, nil
 		})
 		if settled, s := e.afterWrite(log, md, err); settled {
 			return s
 		}
+		if !wrote {
+			return ack()
+		}
 		log.Warn("delivery failed", "outcome", "failed", "err", o.message())
-		e.countFailure(ctx, log, sub, d, ev, now)
+		if disabled != nil {
+			e.saveDisabledEvent(ctx, log, disabled, rec.Delivery, ev, now)
+		}
 		return ack()
 	}
 
@@ -115,38 +173,42 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		delay = min(o.res.RetryAfter, e.cfg.MaxRetryAfter)
 	}
 	next := proto.MillisInstant(now.Add(delay))
-	_, err := e.store.UpdateDelivery(ctx, d.DeliveryID, func(cur *proto.Delivery) (store.Patch, error) {
-		if cur.Status.Terminal() {
-			return nil, nil
+	wrote, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+		if o.superseded(cur) {
+			return nil, nil, nil
 		}
-		p := o.attemptFields(cur, proto.DeliveryRetrying, now)
-		return append(p,
+		return append(o.attemptFields(cur, proto.DeliveryRetrying),
 			store.Field{Name: "error_message", Value: o.message()},
 			store.Field{Name: "next_retry_at", Value: next},
-		), nil
+		), nil, nil
 	})
 	if settled, s := e.afterWrite(log, md, err); settled {
 		return s
+	}
+	if !wrote {
+		// Another copy recorded this attempt and owns the retry chain.
+		return ack()
 	}
 	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
 	return nakAfter(time.Until(next))
 }
 
 // fail marks the delivery FAILED without a send (stale, missing event or
-// subscription, inactive subscription). Like the reference it leaves the
-// attempt fields alone; unlike it, it clears next_retry_at.
-func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, id, msg, reason string) settlement {
+// subscription, inactive subscription, ownership boundary). Like the
+// reference it leaves the attempt fields alone; unlike it, it clears
+// next_retry_at. It never counts toward auto-disable.
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, msg, reason string) settlement {
 	now := time.Now()
-	_, err := e.store.UpdateDelivery(ctx, id, func(cur *proto.Delivery) (store.Patch, error) {
+	_, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 		if cur.Status.Terminal() {
-			return nil, nil
+			return nil, nil, nil
 		}
 		return store.Patch{
 			{Name: "status", Value: proto.DeliveryFailed},
 			{Name: "completed_at", Value: now},
 			{Name: "error_message", Value: msg},
 			{Name: "next_retry_at", Value: nil},
-		}, nil
+		}, nil, nil
 	})
 	if settled, s := e.afterWrite(log, md, err); settled {
 		return s
@@ -157,14 +219,14 @@ func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMe
 
 // secretUnavailable keeps a delivery whose secret cannot be decrypted: it
 // notes why in error_message (once) and retries later, never unsigned.
-func (e *Engine) secretUnavailable(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, id string, d *proto.Delivery, cause error) settlement {
+func (e *Engine) secretUnavailable(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, cause error) settlement {
 	msg := "Signing secret unavailable: " + cause.Error()
-	if d.ErrorMessage == nil || *d.ErrorMessage != msg {
-		_, err := e.store.UpdateDelivery(ctx, id, func(cur *proto.Delivery) (store.Patch, error) {
+	if d := rec.Delivery; d.ErrorMessage == nil || *d.ErrorMessage != msg {
+		_, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 			if cur.Status.Terminal() {
-				return nil, nil
+				return nil, nil, nil
 			}
-			return store.Patch{{Name: "error_message", Value: msg}}, nil
+			return store.Patch{{Name: "error_message", Value: msg}}, nil, nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return e.infraRetry(log, md, err)

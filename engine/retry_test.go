@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -207,5 +208,30 @@ func TestInfraError_RedisDownDelaysButNeverFailsADelivery(t *testing.T) {
 	rec := e.final(t, id)
 	if rec.Status != proto.DeliverySuccess {
 		t.Fatalf("after the outage the delivery is %s, want SUCCESS (never FAILED because Redis was down): %s", rec.Status, rec.Raw)
+	}
+}
+
+func TestDuplicateWorkItems_AreSentAtMostOncePerAttemptAndCountedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, _ := e.subscribe(t, "/dup", receiver.Always(http.StatusInternalServerError), func(s *admin.Subscription) {
+		s.RetryPolicy = fastPolicy(0)
+	})
+	id := e.deliver(t, sub, e.event(), nil)
+	// A second copy of the same work item under another message id, as a
+	// republish after the duplicate window or a second producer would make.
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := e.js.PublishMsg(ctx, queue.NewRequeueMsg(e.qc.Subject, id, uint64(1000+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := e.final(t, id)
+	e.idle(t)
+	if rec.Status != proto.DeliveryFailed || rec.Attempts != 1 {
+		t.Fatalf("record = %s; want FAILED after its single attempt", rec.Raw)
+	}
+	if s := e.subscription(t, sub); s.ConsecutiveFailures != 1 {
+		t.Errorf("consecutive_failures = %d; one exhausted delivery must count once however many copies ran", s.ConsecutiveFailures)
 	}
 }

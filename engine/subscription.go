@@ -13,10 +13,11 @@ import (
 
 // successLedger coalesces subscription bookkeeping after successful sends.
 // Writing last_success_at on every success would serialize every worker on
-// one busy subscription's key (DESIGN decision 5), so a success only notes
-// its time here and a flusher writes each subscription at most once per
-// SuccessFlush. A subscription with a failure count to reset is written at
-// once: the reset must not wait.
+// one busy subscription's key (DESIGN decision 5), so a success whose
+// subscription had no failures to reset only notes its time here, and a
+// flusher writes each subscription at most once per SuccessFlush. (A reset
+// of consecutive_failures is never coalesced: it is written atomically with
+// the delivery's SUCCESS.)
 type successLedger struct {
 	e       *Engine
 	mu      sync.Mutex
@@ -27,14 +28,10 @@ func newSuccessLedger(e *Engine) *successLedger {
 	return &successLedger{e: e, pending: make(map[string]time.Time)}
 }
 
-func (l *successLedger) record(ctx context.Context, sub *proto.Subscription, at time.Time) {
-	if sub.ConsecutiveFailures != 0 {
-		l.write(ctx, sub.SubscriptionID, at)
-		return
-	}
+func (l *successLedger) record(subscriptionID string, at time.Time) {
 	l.mu.Lock()
-	if prev, ok := l.pending[sub.SubscriptionID]; !ok || at.After(prev) {
-		l.pending[sub.SubscriptionID] = at
+	if prev, ok := l.pending[subscriptionID]; !ok || at.After(prev) {
+		l.pending[subscriptionID] = at
 	}
 	l.mu.Unlock()
 }
@@ -58,17 +55,20 @@ func (l *successLedger) flush(ctx context.Context) {
 	l.pending = make(map[string]time.Time, len(batch))
 	l.mu.Unlock()
 	for id, at := range batch {
+		if ctx.Err() != nil {
+			return
+		}
 		l.write(ctx, id, at)
 	}
 }
 
-// write records a success on the subscription: timestamps, and a reset of
-// consecutive_failures unless a failure was recorded after this success
-// (by this or another replica), in which case the count stands.
+// write records a success's timestamps on the subscription. A failure
+// counted after this success (by this or another replica) stands; one
+// counted before it is reset, since this success ended that streak.
 func (l *successLedger) write(ctx context.Context, id string, at time.Time) {
 	_, err := l.e.store.UpdateSubscription(ctx, id, func(cur *proto.Subscription) (store.Patch, error) {
-		p := store.Patch{}
-		if cur.ConsecutiveFailures != 0 && (cur.LastFailureAt == nil || !cur.LastFailureAt.After(at)) {
+		var p store.Patch
+		if cur.ConsecutiveFailures != 0 && cur.LastFailureAt != nil && cur.LastFailureAt.Before(at) {
 			p = append(p, store.Field{Name: "consecutive_failures", Value: 0})
 		}
 		if cur.LastTriggeredAt == nil || cur.LastTriggeredAt.Before(at) {
@@ -77,9 +77,6 @@ func (l *successLedger) write(ctx context.Context, id string, at time.Time) {
 		if cur.LastSuccessAt == nil || cur.LastSuccessAt.Before(at) {
 			p = append(p, store.Field{Name: "last_success_at", Value: at})
 		}
-		if len(p) == 0 {
-			return nil, nil
-		}
 		return p, nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -87,56 +84,30 @@ func (l *successLedger) write(ctx context.Context, id string, at time.Time) {
 	}
 }
 
-// countFailure adds one exhausted delivery to the subscription's
-// consecutive_failures, exactly (compare-and-set, no lost increments), and
-// disables the subscription when the count reaches disable_after_failures.
-// The webhook.disabled event is saved only after the DISABLED write.
-func (e *Engine) countFailure(ctx context.Context, log *slog.Logger, snapshot *proto.Subscription, d *proto.Delivery, ev *proto.Event, now time.Time) {
-	var disabledFrom proto.SubscriptionStatus
-	var tenant string
-	_, err := e.store.UpdateSubscription(ctx, d.SubscriptionID, func(cur *proto.Subscription) (store.Patch, error) {
-		disabledFrom, tenant = "", cur.TenantID
-		failures := cur.ConsecutiveFailures + 1
-		p := store.Patch{
-			{Name: "consecutive_failures", Value: failures},
-			{Name: "last_triggered_at", Value: now},
-			{Name: "last_failure_at", Value: now},
-		}
-		if cur.Status == proto.SubscriptionActive && failures >= cur.DisableAfter() {
-			disabledFrom = cur.Status
-			p = append(p, store.Field{Name: "status", Value: proto.SubscriptionDisabled})
-		}
-		return p, nil
-	})
-	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			log.Error("cannot count failure against subscription", "err", err)
-		}
-		return
-	}
-	if disabledFrom == "" {
-		return
-	}
-	log.Warn("subscription auto-disabled after consecutive failures", "outcome", "auto_disabled", "disable_after_failures", snapshot.DisableAfter())
+// saveDisabledEvent saves the webhook.disabled event after the write that
+// disabled sub. Like the reference it is best effort: the status flip stands
+// even if the event cannot be saved.
+func (e *Engine) saveDisabledEvent(ctx context.Context, log *slog.Logger, sub *proto.Subscription, d *proto.Delivery, ev *proto.Event, now time.Time) {
+	log.Warn("subscription auto-disabled after consecutive failures", "outcome", "auto_disabled", "disable_after_failures", sub.DisableAfter())
 	traceID := d.TraceID
 	if traceID == "" && ev != nil {
 		traceID = ev.TraceID
 	}
 	de := proto.DisabledEvent{
 		EventID:        proto.NewEventID(),
-		TenantID:       tenant,
+		TenantID:       sub.TenantID,
 		SubscriptionID: d.SubscriptionID,
 		DeliveryID:     d.DeliveryID,
-		PreviousStatus: string(disabledFrom),
+		PreviousStatus: string(sub.Status),
 		TraceID:        traceID,
 		Timestamp:      now,
 	}
 	if ev != nil {
 		de.RequestID = ev.RequestID
 	}
-	// Best effort, as in the reference: the status flip stands even if the
-	// event cannot be saved.
-	if err := e.store.SaveEvent(ctx, de.JSON(), de.EventID, tenant, de.CorrelationID(), now, e.cfg.EventTTL); err != nil {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := e.store.SaveEvent(wctx, de.JSON(), de.EventID, sub.TenantID, de.CorrelationID(), now, e.cfg.EventTTL); err != nil {
 		log.Error("cannot save webhook.disabled event", "err", err)
 	}
 }

@@ -28,9 +28,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer s.close()
 
 	if cfg.ManagementPort > 0 {
-		checks := map[string]mgmt.Check{"dependencies": s.ready}
 		addr := net.JoinHostPort(cfg.ManagementHost, strconv.Itoa(cfg.ManagementPort))
-		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(checks, nil))
+		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), nil))
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}

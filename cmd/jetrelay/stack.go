@@ -19,6 +19,7 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/retention"
@@ -134,18 +135,32 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 	return s, nil
 }
 
-// run runs the bridge and the engine until ctx is done and both have drained.
+// run runs the bridge and the engine until ctx is done and both have
+// drained. If one of them stops on its own with an error, the other is
+// stopped too, so the process exits instead of running half-alive.
 func (s *stack) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
+	start := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			err := run(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error(name+" stopped", "err", err)
+				cancel()
+			}
+			errs <- err
+		})
+	}
 	if s.retention != nil {
-		wg.Go(func() { retention.Run(ctx, store.New(s.rdb), *s.retention) })
+		start("retention", func(ctx context.Context) error { retention.Run(ctx, store.New(s.rdb), *s.retention); return nil })
 	}
 	if s.bridge != nil {
-		wg.Go(func() { errs <- s.bridge.Run(ctx) })
+		start("bridge", s.bridge.Run)
 	}
 	if s.engine != nil {
-		wg.Go(func() { errs <- s.engine.Run(ctx) })
+		start("engine", s.engine.Run)
 	}
 	wg.Wait()
 	close(errs)
@@ -156,15 +171,23 @@ func (s *stack) run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// ready is the /readyz check: Redis and JetStream reachable.
-func (s *stack) ready(ctx context.Context) error {
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
+// checks are the /readyz checks: Redis and JetStream reachable, and each
+// part this process runs able to work.
+func (s *stack) checks() map[string]mgmt.Check {
+	c := map[string]mgmt.Check{
+		"redis": func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
+		"jetstream": func(ctx context.Context) error {
+			_, err := s.js.AccountInfo(ctx)
+			return err
+		},
 	}
-	if _, err := s.js.AccountInfo(ctx); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+	if s.bridge != nil {
+		c["bridge"] = s.bridge.Ready
 	}
-	return nil
+	if s.engine != nil {
+		c["engine"] = s.engine.Ready
+	}
+	return c
 }
 
 func (s *stack) close() {

@@ -94,6 +94,7 @@ func cutUTF8(s string, n int) string {
 type Store struct {
 	rdb       redis.UniversalClient
 	cas       *redis.Script
+	casPair   *redis.Script
 	saveEvent *redis.Script
 }
 
@@ -102,6 +103,7 @@ func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:       rdb,
 		cas:       redis.NewScript(casSetLua),
+		casPair:   redis.NewScript(casPairLua),
 		saveEvent: redis.NewScript(saveEventLua),
 	}
 }
