@@ -43,12 +43,9 @@ func (r *Registry) Register(scheme string, t Transport) {
 func (r *Registry) Lookup(rawURL string) (Transport, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// A *url.Error quotes the whole URL, credentials included: keep only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, Permanent(fmt.Errorf("transport: malformed URL: %w", err))
+		// A *url.Error and its causes quote parts of the URL, credentials
+		// included: say only that it does not parse.
+		return nil, Permanent(errors.New("transport: malformed URL: it does not parse as a URL"))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	r.mu.RLock()

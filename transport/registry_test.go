@@ -78,3 +78,15 @@ func TestPermanent_IsClassifiableAndKeepsTheCause(t *testing.T) {
 		t.Error("Permanent(nil) must be nil")
 	}
 }
+
+func TestRegistry_MalformedURLErrorNeverQuotesAPasswordFragment(t *testing.T) {
+	r := transport.NewRegistry()
+	// url.Parse reads "pa" of "pa/ss" as a port and quotes it in its error.
+	_, err := r.Lookup("https://user:pa/ss@host/x")
+	if err != nil && strings.Contains(err.Error(), "pa") && !strings.Contains(err.Error(), "parse") {
+		t.Errorf("error leaks a password fragment: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), `"pa"`) {
+		t.Errorf("error leaks a password fragment: %v", err)
+	}
+}

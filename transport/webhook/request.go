@@ -48,12 +48,9 @@ func (t *Transport) newRequest(ctx context.Context, req *transport.Request) (*ht
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// *url.Error quotes the whole URL; keep only the reason.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("webhook: invalid subscription URL: %v", err)
+		// Both *url.Error and its causes quote parts of the URL, which may
+		// hold a password: say only that it does not parse.
+		return nil, errors.New("webhook: invalid subscription URL: it does not parse as a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("webhook: subscription URL scheme must be http or https, got %q", u.Scheme)
