@@ -76,7 +76,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		s.embedded, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Listen: cfg.NATSListen, Logger: log.With("component", "nats")})
+		s.embedded, err = natsserver.Start(ctx, natsserver.Options{StoreDir: dir, Listen: cfg.NATSListen, SyncAlways: cfg.SyncAlways, Logger: log.With("component", "nats")})
 		if err != nil {
 			return nil, fmt.Errorf("embedded NATS: %w", err)
 		}

@@ -36,6 +36,7 @@ type Config struct {
 	NATSURL    string // empty: start an embedded JetStream server
 	DataDir    string // embedded JetStream storage
 	NATSListen string // embedded server's client listener; empty: in-process only
+	SyncAlways bool   // embedded server fsyncs every write
 
 	Stream         string
 	Subject        string
@@ -81,6 +82,7 @@ func options() []option {
 		{"NATS_URL", "nats-url", "", "NATS server URL(s), comma separated; empty starts an embedded JetStream server", setString(func(c *Config) *string { return &c.NATSURL })},
 		{"JETRELAY_DATA_DIR", "data-dir", "jetrelay-data", "embedded JetStream storage directory", setString(func(c *Config) *string { return &c.DataDir })},
 		{"JETRELAY_NATS_LISTEN", "nats-listen", "", "client listen address of the embedded NATS server (e.g. 127.0.0.1:4223); empty: in-process only", setString(func(c *Config) *string { return &c.NATSListen })},
+		{"JETRELAY_NATS_SYNC_ALWAYS", "nats-sync-always", "false", "embedded JetStream fsyncs every write (survives power loss; several times slower)", setBool(func(c *Config) *bool { return &c.SyncAlways })},
 		{"JETRELAY_STREAM", "stream", "JETRELAY_DISPATCH", "JetStream work-queue stream name", setString(func(c *Config) *string { return &c.Stream })},
 		{"JETRELAY_SUBJECT", "subject", "jetrelay.dispatch", "subject of work items", setString(func(c *Config) *string { return &c.Subject })},
 		{"JETRELAY_CONSUMER", "consumer", "jetrelay-engine", "durable consumer shared by every engine replica", setString(func(c *Config) *string { return &c.Consumer })},
@@ -240,6 +242,17 @@ func setInt(field func(*Config) *int) func(*Config, string) error {
 			return fmt.Errorf("not an integer: %q", v)
 		}
 		*field(c) = n
+		return nil
+	}
+}
+
+func setBool(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("not a boolean (true or false): %q", v)
+		}
+		*field(c) = b
 		return nil
 	}
 }
