@@ -42,7 +42,7 @@ type Bridge struct {
 	// makes progress again; Ready reports it.
 	problem atomic.Pointer[error]
 
-	moved, published, duplicates, requeued, recovered, adopted, promoted, quarantined atomic.Uint64
+	moved, published, duplicates, requeued, recovered, adopted, promoted, undeferred, quarantined atomic.Uint64
 }
 
 // New checks cfg and returns a Bridge. js should be created with
@@ -89,6 +89,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.heartbeatLoop(ctx) })
 	wg.Go(func() { b.promoteLoop(ctx) })
+	wg.Go(func() { b.deferredLoop(ctx) })
 	b.dispatchLoop(ctx)
 	wg.Wait()
 
@@ -200,6 +201,9 @@ type Stats struct {
 	Adopted uint64
 	// Promoted is ids promoted from the legacy dispatch:retry ZSET.
 	Promoted uint64
+	// Undeferred is deliveries brought back from jetrelay:deferred, where
+	// the engine parks what it puts off.
+	Undeferred uint64
 	// Quarantined is malformed ids moved to dispatch:failed.
 	Quarantined uint64
 }
@@ -214,6 +218,7 @@ func (b *Bridge) Stats() Stats {
 		Recovered:   b.recovered.Load(),
 		Adopted:     b.adopted.Load(),
 		Promoted:    b.promoted.Load(),
+		Undeferred:  b.undeferred.Load(),
 		Quarantined: b.quarantined.Load(),
 	}
 }

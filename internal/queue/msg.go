@@ -68,6 +68,22 @@ func NewRequeueMsg(subject, deliveryID string, replaced uint64) *nats.Msg {
 	return newMsg(subject, deliveryID, RequeueMsgID(deliveryID, replaced))
 }
 
+// deferSep separates a delivery id from the due time of a deferral.
+const deferSep = "#d"
+
+// DeferredMsgID is the Nats-Msg-Id of a deferred delivery brought back at
+// dueMillis: "<deliveryID>#d<dueMillis>". One deferral always maps to the
+// same id, so a promotion repeated after a crash is absorbed by the dedupe
+// window, while each new deferral of the same delivery gets a new id.
+func DeferredMsgID(deliveryID string, dueMillis int64) string {
+	return deliveryID + deferSep + strconv.FormatInt(dueMillis, 10)
+}
+
+// NewDeferredMsg builds the work item that brings a deferred delivery back.
+func NewDeferredMsg(subject, deliveryID string, dueMillis int64) *nats.Msg {
+	return newMsg(subject, deliveryID, DeferredMsgID(deliveryID, dueMillis))
+}
+
 func newMsg(subject, deliveryID, msgID string) *nats.Msg {
 	return &nats.Msg{
 		Subject: subject,
@@ -77,23 +93,23 @@ func newMsg(subject, deliveryID, msgID string) *nats.Msg {
 }
 
 // DeliveryID extracts and validates the delivery id of a work item. Its
-// Nats-Msg-Id, when present, must be the id itself or a RequeueMsgID of it;
-// anything else means the item was not built by NewMsg or NewRequeueMsg.
+// Nats-Msg-Id, when present, must be the id itself, a RequeueMsgID or a
+// DeferredMsgID of it; anything else means the item was not built here.
 func DeliveryID(m jetstream.Msg) (string, error) {
 	id := string(m.Data())
 	if err := ValidateDeliveryID(id); err != nil {
 		return "", err
 	}
-	if hdr := m.Headers().Get(jetstream.MsgIDHeader); hdr != "" && hdr != id && !isRequeueMsgID(hdr, id) {
+	if hdr := m.Headers().Get(jetstream.MsgIDHeader); hdr != "" && hdr != id && !isSuffixedMsgID(hdr, id, requeueSep) && !isSuffixedMsgID(hdr, id, deferSep) {
 		return "", fmt.Errorf("%w: body %q disagrees with its %s header", ErrInvalidDeliveryID, id, jetstream.MsgIDHeader)
 	}
 	return id, nil
 }
 
-// isRequeueMsgID reports whether msgID is exactly RequeueMsgID(id, n) for
-// some n.
-func isRequeueMsgID(msgID, id string) bool {
-	seq, ok := strings.CutPrefix(msgID, id+requeueSep)
+// isSuffixedMsgID reports whether msgID is exactly id+sep+n for some
+// plainly written non-negative number n (RequeueMsgID, DeferredMsgID).
+func isSuffixedMsgID(msgID, id, sep string) bool {
+	seq, ok := strings.CutPrefix(msgID, id+sep)
 	if !ok {
 		return false
 	}

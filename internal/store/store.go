@@ -96,15 +96,19 @@ type Store struct {
 	cas       *redis.Script
 	casPair   *redis.Script
 	saveEvent *redis.Script
+
+	forgetDeferred *redis.Script
 }
 
 // New returns a Store over rdb. The caller owns rdb and closes it.
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
-		rdb:       rdb,
-		cas:       redis.NewScript(casSetLua),
-		casPair:   redis.NewScript(casPairLua),
-		saveEvent: redis.NewScript(saveEventLua),
+		rdb:     rdb,
+		cas:     redis.NewScript(casSetLua),
+		casPair: redis.NewScript(casPairLua),
+
+		forgetDeferred: redis.NewScript(forgetDeferredLua),
+		saveEvent:      redis.NewScript(saveEventLua),
 	}
 }
 
