@@ -68,12 +68,14 @@ func TestFailure_ExternalNATSRestartedMidLoadLosesNothing(t *testing.T) {
 	lb.awaitProgress(t, failAt, 20*time.Second)
 	ns.Shutdown()
 	down := time.Now()
+	var notReady []time.Duration
 	for _, r := range replicas {
 		r.awaitHTTP(t, "/readyz", http.StatusServiceUnavailable, 10*time.Second)
+		notReady = append(notReady, time.Since(down).Round(time.Millisecond))
 	}
 	startExternalNATS(t, listen, dir)
-	t.Logf("NATS server down for %s (both replicas reported not ready), restarted on %s with the same store",
-		time.Since(down).Round(time.Millisecond), listen)
+	t.Logf("NATS server down for %s (replicas reported not ready %v after the shutdown), restarted on %s with the same store",
+		time.Since(down).Round(time.Millisecond), notReady, listen)
 	for _, r := range replicas {
 		r.awaitHTTP(t, "/readyz", http.StatusOK, 15*time.Second)
 	}
@@ -124,8 +126,10 @@ func TestFailure_RedisRestartedMidLoadFailsNothing(t *testing.T) {
 		t.Fatalf("SIGKILL redis-server: %v", err)
 	}
 	down := time.Now()
+	var notReady []time.Duration
 	for i, r := range replicas {
 		body := r.awaitHTTP(t, "/readyz", http.StatusServiceUnavailable, 10*time.Second)
+		notReady = append(notReady, time.Since(down).Round(time.Millisecond))
 		if !strings.Contains(strings.ToLower(body), "redis") {
 			t.Errorf("replica %d /readyz body %s does not name Redis as the problem", i+1, body)
 		}
@@ -135,7 +139,8 @@ func TestFailure_RedisRestartedMidLoadFailsNothing(t *testing.T) {
 	if err := lb.redis.Server.Restart(ctx); err != nil {
 		t.Fatalf("restart redis-server from its AOF: %v", err)
 	}
-	t.Logf("Redis down for %s (both replicas reported not ready), restarted from its AOF", time.Since(down).Round(time.Millisecond))
+	t.Logf("Redis down for %s (replicas reported not ready %v after the kill), restarted from its AOF",
+		time.Since(down).Round(time.Millisecond), notReady)
 	for _, r := range replicas {
 		r.awaitHTTP(t, "/readyz", http.StatusOK, 15*time.Second)
 	}
