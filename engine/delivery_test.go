@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -190,8 +191,6 @@ func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	active, _, ep := e.subscribe(t, "/active", receiver.Healthy(), nil)
-	paused, _, pausedEP := e.subscribe(t, "/paused", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
-	disabled, _, _ := e.subscribe(t, "/disabled", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionDisabled })
 
 	ctx := context.Background()
 	corruptEvent := e.event()
@@ -214,8 +213,6 @@ func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
 		{"stale", e.deliver(t, active, e.event(), func(d *admin.Delivery) { d.AttemptedAt = time.Now().Add(-25 * time.Hour) }), "Delivery expired: 25h old (max 24h)"},
 		{"event missing", e.deliver(t, active, admin.Event{EventID: "evt_missing000000001"}, nil), "Event not found: evt_missing000000001"},
 		{"subscription missing", e.deliver(t, "whsub_nonexistent00001", e.event(), nil), "Subscription not found"},
-		{"paused", e.deliver(t, paused, e.event(), nil), "Subscription not active: PAUSED"},
-		{"disabled", e.deliver(t, disabled, e.event(), nil), "Subscription not active: DISABLED"},
 	}
 	for _, c := range cases {
 		rec := e.final(t, c.id)
@@ -223,7 +220,7 @@ func TestDelivery_FailedWithoutSendWhenItCannotBeDelivered(t *testing.T) {
 			t.Errorf("%s: record = %s, want FAILED %q with no attempt", c.name, rec.Raw, c.message)
 		}
 	}
-	if n := ep.Stats().Requests + pausedEP.Stats().Requests; n != 0 {
+	if n := ep.Stats().Requests; n != 0 {
 		t.Errorf("%d sends for deliveries that must fail without one", n)
 	}
 	if s := e.subscription(t, active); s.ConsecutiveFailures != 0 {
@@ -382,5 +379,46 @@ func TestDelivery_UnknownCategoryAndActorTypeAreDeliveredVerbatimToSystemSubscri
 	}
 	if d := ep.Deliveries(); len(d) != 1 || string(d[0].Body) != raw || d[0].EventType != "quota.rebalanced" {
 		t.Fatalf("receiver got %d requests; want the stored bytes once", len(d))
+	}
+}
+
+func TestInactive_PausedSubscriptionHoldsItsDeliveriesUntilReEnabled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	sub, _, ep := e.subscribe(t, "/paused", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
+	ids := []string{e.deliver(t, sub, e.event(), nil), e.deliver(t, sub, e.event(), nil)}
+	waitFor(t, 10*time.Second, "the deliveries to be parked", func() bool { return e.parked(ids[0]) && e.parked(ids[1]) })
+	for _, id := range ids {
+		if r, err := e.store.Delivery(context.Background(), id); err != nil || r.Status != proto.DeliveryPending || r.Attempts != 0 {
+			t.Fatalf("a paused subscription's delivery must wait untouched: %v %v", r, err)
+		}
+	}
+	if n := ep.Stats().Requests; n != 0 {
+		t.Fatalf("paused subscription received %d requests", n)
+	}
+	// The operator resumes it (admin's PATCH): no restart, the deliveries go out.
+	if err := e.admin.SetStatus(context.Background(), sub, proto.SubscriptionActive); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("after re-enable: %s", rec.Raw)
+		}
+	}
+}
+
+func TestInactive_FailPolicyFailsLikeTheReference(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{engine: func(c *engine.Config) { c.InactivePolicy = engine.InactiveFail }})
+	paused, _, ep := e.subscribe(t, "/paused", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
+	disabled, _, _ := e.subscribe(t, "/disabled", receiver.Healthy(), func(s *admin.Subscription) { s.Status = proto.SubscriptionDisabled })
+	for sub, want := range map[string]string{paused: "Subscription not active: PAUSED", disabled: "Subscription not active: DISABLED"} {
+		rec := e.final(t, e.deliver(t, sub, e.event(), nil))
+		if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || *rec.ErrorMessage != want {
+			t.Errorf("record = %s, want FAILED %q", rec.Raw, want)
+		}
+	}
+	if n := ep.Stats().Requests; n != 0 {
+		t.Errorf("%d sends to an inactive subscription", n)
 	}
 }

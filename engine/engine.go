@@ -31,7 +31,31 @@ type Config struct {
 	MaxRetryAfter  time.Duration    // cap on a receiver's Retry-After, default 1h
 	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
 	Logger         *slog.Logger
+
+	// Isolation: one endpoint must not slow the others.
+	Breaker         BreakerConfig
+	MaxInFlight     int           // concurrent sends to one subscription per replica, default Workers/4 (at least 1)
+	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at MaxInFlight, default 1s
+	BusyWaitMax     time.Duration // longest such put-off, default 30s
+	ParkAfter       time.Duration // put-offs and retries longer than this are parked in Redis instead of a delayed nak, default 5s
+	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
+	InactiveRecheck time.Duration // how often a deferred delivery of an inactive subscription looks again, default 60s
 }
+
+// fastAnswer: a subscription at its in-flight limit whose sends take less
+// than this on average frees a slot within moments, so a worker waits for it
+// (this long at most) instead of putting the delivery off.
+const fastAnswer = 100 * time.Millisecond
+
+// Inactive policies.
+const (
+	// InactiveDefer holds a paused or disabled subscription's deliveries
+	// until it is ACTIVE again or they go stale (DESIGN decision 8).
+	InactiveDefer = "defer"
+	// InactiveFail fails them at once, as the reference service does
+	// ("Subscription not active: PAUSED").
+	InactiveFail = "fail"
+)
 
 func (c Config) withDefaults() Config {
 	c.Queue = c.Queue.WithDefaults()
@@ -67,6 +91,25 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Breaker = c.Breaker.withDefaults()
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = max(1, c.Workers/4)
+	}
+	if c.BusyWaitMin <= 0 {
+		c.BusyWaitMin = time.Second
+	}
+	if c.BusyWaitMax < c.BusyWaitMin {
+		c.BusyWaitMax = max(30*time.Second, c.BusyWaitMin)
+	}
+	if c.ParkAfter <= 0 {
+		c.ParkAfter = 5 * time.Second
+	}
+	if c.InactivePolicy == "" {
+		c.InactivePolicy = InactiveDefer
+	}
+	if c.InactiveRecheck <= 0 {
+		c.InactiveRecheck = time.Minute
+	}
 	return c
 }
 
@@ -78,6 +121,8 @@ type Engine struct {
 	transport *transport.Registry
 	log       *slog.Logger
 	successes *successLedger
+	breakers  *breakers
+	inflight  *inflight
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
 
@@ -89,7 +134,12 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 	}
 	cfg = cfg.withDefaults()
 	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger}
+	if cfg.InactivePolicy != InactiveDefer && cfg.InactivePolicy != InactiveFail {
+		return nil, fmt.Errorf("engine: inactive policy must be %q or %q, got %q", InactiveDefer, InactiveFail, cfg.InactivePolicy)
+	}
 	e.successes = newSuccessLedger(e)
+	e.breakers = newBreakers(cfg.Breaker)
+	e.inflight = newInflight(cfg.MaxInFlight, fastAnswer)
 	return e, nil
 }
 

@@ -48,6 +48,8 @@ type envOptions struct {
 	engineKey string // key the engine decrypts with ("" = none)
 	redis     redisproc.Options
 	handler   http.Handler // extra receiver routes under /custom/
+	engine    func(*engine.Config)
+	timeout   time.Duration // webhook request timeout, default 2s
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -67,7 +69,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.base = srv.URL
 
 	e.qc = queue.Config{AckWait: 5 * time.Second}.WithDefaults()
-	wh, err := webhook.New(webhook.Config{RequestTimeout: 2 * time.Second})
+	if o.timeout == 0 {
+		o.timeout = 2 * time.Second
+	}
+	wh, err := webhook.New(webhook.Config{RequestTimeout: o.timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +80,22 @@ func newEnv(t *testing.T, o envOptions) *env {
 	reg := transport.NewRegistry()
 	reg.Register("http", wh)
 	reg.Register("https", wh)
-	eng, err := engine.New(e.store, e.js, reg, engine.Config{
+	cfg := engine.Config{
 		Queue: e.qc, Workers: 8, SecretKey: parseKey(t, o.engineKey),
 		InfraRetryMin: 100 * time.Millisecond, InfraRetryMax: time.Second,
 		SuccessFlush: 100 * time.Millisecond, DrainTimeout: 5 * time.Second, Logger: testLogger(t),
-	})
+		// Short enough for tests, and parking (not delayed naks) for
+		// anything longer than 200ms, so that path is exercised everywhere.
+		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
+	}
+	if o.engine != nil {
+		o.engine(&cfg)
+	}
+	eng, err := engine.New(e.store, e.js, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge"})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", DeferredPoll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +229,12 @@ func (e *env) idle(t *testing.T) {
 		info, err := c.Info(ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
+}
+
+// parked reports whether delivery id waits in jetrelay:deferred.
+func (e *env) parked(id string) bool {
+	_, err := e.redis.Client.ZScore(context.Background(), store.DeferredZSet, id).Result()
+	return err == nil
 }
 
 func (e *env) subscription(t *testing.T, id string) *proto.Subscription {

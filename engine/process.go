@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -158,6 +159,12 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		}
 	}
 
+	adm, wait, ok := e.admit(ctx, d.SubscriptionID, now)
+	if !ok {
+		return e.putOff(ctx, log, md, rec, wait.until, wait.reason)
+	}
+	defer adm.close()
+
 	b, err := e.store.Load(ctx, d)
 	if err != nil {
 		return e.infraRetry(log, md, err)
@@ -182,6 +189,12 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		if status == "" {
 			status = "null"
 		}
+		if e.cfg.InactivePolicy == InactiveDefer {
+			// A paused or disabled subscription is a breaker held open by an
+			// operator: its deliveries wait (until the stale cutoff) and go
+			// out once it is ACTIVE again, no restart needed.
+			return e.putOff(ctx, log, md, rec, spread(now.Add(e.cfg.InactiveRecheck), e.cfg.InactiveRecheck), "subscription_"+strings.ToLower(status))
+		}
 		return e.fail(ctx, log, md, rec, "Subscription not active: "+status, "subscription_inactive")
 	}
 
@@ -205,11 +218,11 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
 	}
-	return e.attempt(ctx, log, md, rec, b, secret)
+	return e.attempt(ctx, log, md, rec, b, secret, adm)
 }
 
 // attempt sends the delivery once and records the outcome.
-func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string) settlement {
+func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string, adm *admission) settlement {
 	d, ev, sub := rec.Delivery, b.Event, b.Subscription
 	attempt := d.Attempts + 1
 	log = log.With("attempt", attempt)
@@ -244,6 +257,7 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 		return nakAfter(0)
 	}
 	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
+	adm.sent(o)
 	if err == nil && res.Outcome == transport.Delivered {
 		return e.recordSuccess(ctx, log, md, rec, b.SubscriptionRaw, o)
 	}

@@ -50,6 +50,29 @@ func (o outcome) reason() string {
 
 func (o outcome) permanent() bool { return errors.Is(o.err, transport.ErrPermanent) }
 
+// breakerResult is what the attempt tells the subscription's breaker: nil
+// when the endpoint answered (even with a 4xx: it is up), errFailedAttempt
+// when it did not answer or answered that it is failing or overloaded (5xx,
+// 408, 429, a throttle), errNotAttempted when the request could never have
+// worked (a permanent error says nothing about the endpoint's health).
+func (o outcome) breakerResult() error {
+	switch {
+	case o.err != nil && o.permanent():
+		return errNotAttempted
+	case o.err != nil:
+		return errFailedAttempt
+	case o.res.Outcome == transport.Delivered:
+		return nil
+	case o.res.Outcome == transport.Throttled:
+		return errFailedAttempt
+	}
+	switch c := o.res.StatusCode; {
+	case c >= 500, c == 408, c == 429, c == 0:
+		return errFailedAttempt
+	}
+	return nil
+}
+
 // superseded reports whether cur no longer needs this attempt's outcome: it
 // is final, or another copy of the work item already recorded this attempt
 // number (a duplicate work item racing this one).
@@ -190,7 +213,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		return ack()
 	}
 	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
-	return nakAfter(time.Until(next))
+	return e.putOff(ctx, log, md, rec, next, "retry")
 }
 
 // fail marks the delivery FAILED without a send (stale, missing event or

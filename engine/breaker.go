@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"container/list"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BreakerConfig tunes the per-subscription circuit breakers.
+type BreakerConfig struct {
+	// Threshold is the number of consecutive failed attempts (no answer,
+	// 5xx, 408, 429) that opens a subscription's breaker. Default 5.
+	Threshold int
+	// OpenFor is how long a breaker stays open the first time. Default 5s.
+	OpenFor time.Duration
+	// MaxOpenFor caps the open period, which doubles each time a half-open
+	// probe fails while the endpoint stays down. Default 5m.
+	MaxOpenFor time.Duration
+	// MaxBreakers bounds how many breakers are kept; the least recently used
+	// is dropped beyond it. Default 100,000 (about 40 MB at most).
+	MaxBreakers int
+	// IdleAfter drops a closed breaker nobody used for this long. Default 10m.
+	IdleAfter time.Duration
+}
+
+func (c BreakerConfig) withDefaults() BreakerConfig {
+	if c.Threshold <= 0 {
+		c.Threshold = 5
+	}
+	if c.OpenFor <= 0 {
+		c.OpenFor = 5 * time.Second
+	}
+	if c.MaxOpenFor < c.OpenFor {
+		c.MaxOpenFor = max(5*time.Minute, c.OpenFor)
+	}
+	if c.MaxBreakers <= 0 {
+		c.MaxBreakers = 100_000
+	}
+	if c.IdleAfter <= 0 {
+		c.IdleAfter = 10 * time.Minute
+	}
+	return c
+}
+
+// errFailedAttempt and errNotAttempted are what the engine reports to a
+// breaker: a send the endpoint failed, and an admission that ended without a
+// send (the delivery turned out stale, inactive, …), which must not count.
+var (
+	errFailedAttempt = errors.New("engine: attempt failed")
+	errNotAttempted  = errors.New("engine: no attempt made")
+)
+
+// breakers holds one circuit breaker per subscription, bounded in memory:
+// an LRU list evicts the least recently used beyond MaxBreakers, and closed
+// breakers idle for IdleAfter are dropped as they reach the LRU's tail.
+// Losing a breaker only forgets a transient state: whether a subscription
+// is disabled lives in Redis.
+//
+// gobreaker supplies the state machine (closed → open after Threshold
+// consecutive failures → half-open after OpenFor with one probe → closed on
+// its success, open again on its failure). Its open period is fixed, so the
+// growing one is kept here in openUntil, which is never shorter than
+// gobreaker's: once openUntil passes, gobreaker is already half-open.
+type breakers struct {
+	cfg BreakerConfig
+	mu  sync.Mutex
+	lru *list.List // of *breaker, most recently used at the front
+	m   map[string]*list.Element
+}
+
+type breaker struct {
+	id        string
+	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
+	trips     atomic.Int32 // consecutive openings without a close
+	openUntil atomic.Int64 // unix nanos; 0 when not open
+	lastUsed  time.Time    // guarded by breakers.mu
+}
+
+func newBreakers(cfg BreakerConfig) *breakers {
+	return &breakers{cfg: cfg.withDefaults(), lru: list.New(), m: make(map[string]*list.Element)}
+}
+
+// admit asks whether a send to subscription id may start now. If it may,
+// done must be called exactly once with errFailedAttempt, nil (success) or
+// errNotAttempted. If not, wait says until when to put the delivery off.
+func (s *breakers) admit(id string, now time.Time) (done func(error), wait time.Time, ok bool) {
+	b := s.get(id, now)
+	if until := b.openUntil.Load(); until != 0 && now.UnixNano() < until {
+		return nil, spread(time.Unix(0, until), s.openPeriod(b)), false
+	}
+	done, err := b.cb.Allow()
+	if err != nil {
+		// Open (gobreaker's own clock lagging ours by a hair) or half-open
+		// with its probe already out: look again after a short while.
+		return nil, spread(now.Add(min(s.cfg.OpenFor, 5*time.Second)), s.cfg.OpenFor), false
+	}
+	return done, time.Time{}, true
+}
+
+// state reports a subscription's breaker state (closed if it has none).
+func (s *breakers) state(id string) gobreaker.State {
+	s.mu.Lock()
+	e, ok := s.m[id]
+	s.mu.Unlock()
+	if !ok {
+		return gobreaker.StateClosed
+	}
+	return e.Value.(*breaker).cb.State()
+}
+
+// len is the number of breakers held.
+func (s *breakers) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+func (s *breakers) get(id string, now time.Time) *breaker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[id]; ok {
+		s.lru.MoveToFront(e)
+		b := e.Value.(*breaker)
+		b.lastUsed = now
+		return b
+	}
+	b := &breaker{id: id, lastUsed: now}
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        id,
+		MaxRequests: 1,
+		Timeout:     s.cfg.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(s.cfg.Threshold) },
+		IsExcluded:  func(err error) bool { return errors.Is(err, errNotAttempted) },
+		// Called with gobreaker's lock held: only touch our own atomics.
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			switch to {
+			case gobreaker.StateOpen:
+				trips := b.trips.Add(1)
+				b.openUntil.Store(time.Now().Add(s.openFor(trips)).UnixNano())
+			case gobreaker.StateClosed:
+				b.trips.Store(0)
+				b.openUntil.Store(0)
+			}
+		},
+	})
+	s.m[id] = s.lru.PushFront(b)
+	s.evict(now)
+	return b
+}
+
+// evict drops the LRU tail while over the bound, and closed breakers idle
+// too long from the tail (amortised: a few per call).
+func (s *breakers) evict(now time.Time) {
+	for len(s.m) > s.cfg.MaxBreakers {
+		s.remove(s.lru.Back())
+	}
+	for range 4 {
+		e := s.lru.Back()
+		if e == nil {
+			return
+		}
+		b := e.Value.(*breaker)
+		if now.Sub(b.lastUsed) < s.cfg.IdleAfter || b.cb.State() != gobreaker.StateClosed {
+			return
+		}
+		s.remove(e)
+	}
+}
+
+func (s *breakers) remove(e *list.Element) {
+	b := s.lru.Remove(e).(*breaker)
+	delete(s.m, b.id)
+}
+
+// openFor is the open period after the given number of consecutive trips:
+// OpenFor doubling, capped at MaxOpenFor.
+func (s *breakers) openFor(trips int32) time.Duration {
+	d := s.cfg.OpenFor
+	for i := int32(1); i < trips && d < s.cfg.MaxOpenFor; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxOpenFor)
+}
+
+func (s *breakers) openPeriod(b *breaker) time.Duration { return s.openFor(max(b.trips.Load(), 1)) }
+
+// spread returns a time in [at, at+period/4): deliveries put off together
+// come back spread out instead of as one wall in front of other work.
+func spread(at time.Time, period time.Duration) time.Time {
+	if q := int64(period / 4); q > 0 {
+		return at.Add(time.Duration(rand.Int64N(q)))
+	}
+	return at
+}

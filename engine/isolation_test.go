@@ -1,0 +1,109 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	var mu sync.Mutex
+	var at []time.Time
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		if healthy.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	e := newEnv(t, envOptions{handler: h, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second}
+	}})
+	sub, _, _ := e.subscribe(t, "/custom/flapping", nil, func(s *admin.Subscription) { s.RetryPolicy = fastPolicy(10) })
+	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
+	id := e.deliver(t, sub, e.event(), nil)
+
+	waitFor(t, 10*time.Second, "three failed attempts to open the breaker", func() bool {
+		r, err := e.store.Delivery(context.Background(), id)
+		return err == nil && r.Attempts == 3
+	})
+	healthy.Store(true)
+	rec := e.final(t, id)
+	if rec.Status != proto.DeliverySuccess || rec.Attempts != 4 {
+		t.Fatalf("record = %s; want SUCCESS on attempt 4: the open breaker must defer, not burn attempts", rec.Raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != 4 {
+		t.Fatalf("%d sends, want 4", len(at))
+	}
+	if gap := at[3].Sub(at[2]); gap < 2*time.Second {
+		t.Errorf("probe came %s after the third failure; the breaker should hold it for its open period (2s), not the 100ms retry delay", gap)
+	}
+}
+
+func TestIsolation_BlackHoleHoldsAtMostItsInFlightLimitWhileOthersFlow(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var cur, peak atomic.Int32
+	hole := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select { // accepts, never answers (until the test ends)
+		case <-release:
+		case <-r.Context().Done():
+		}
+		cur.Add(-1)
+	})
+	e := newEnv(t, envOptions{handler: hole, timeout: time.Minute, engine: func(c *engine.Config) {
+		c.MaxInFlight = 2
+		c.AttemptTimeout = time.Minute
+	}})
+	defer close(release)
+	holeSub, _, _ := e.subscribe(t, "/custom/blackhole", nil, nil)
+	e.redis.Client.Del(context.Background(), store.SecretKey(holeSub))
+	okSub, _, ep := e.subscribe(t, "/healthy", receiver.Healthy(), nil)
+
+	for range 200 {
+		e.deliver(t, holeSub, e.event(), nil)
+	}
+	var ids []string
+	for range 200 {
+		ids = append(ids, e.deliver(t, okSub, e.event(), nil))
+	}
+	// Every healthy delivery completes while the black hole still holds its
+	// requests: it never got more than its share of the 8 workers.
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("healthy delivery %s: %s", id, rec.Raw)
+		}
+	}
+	if s := ep.Stats(); s.Unique != 200 || s.Duplicates != 0 {
+		t.Errorf("healthy endpoint: %+v", s)
+	}
+	if p := peak.Load(); p > 2 {
+		t.Errorf("black hole held %d requests at once; the per-subscription limit is 2", p)
+	}
+	if cur.Load() == 0 {
+		t.Error("the black hole holds nothing: the test did not exercise it")
+	}
+}
