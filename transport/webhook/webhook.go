@@ -25,6 +25,7 @@ const (
 	DefaultRequestTimeout      = 30 * time.Second
 	DefaultMaxResponseBody     = 64 << 10
 	DefaultMaxIdleConnsPerHost = 256
+	DefaultMaxResponseHeader   = 64 << 10
 )
 
 // bodyGrace is how long past RequestTimeout an attempt may spend reading the
@@ -48,16 +49,26 @@ type Config struct {
 	// discarded) so that the connection can be reused; a longer body closes
 	// the connection instead. Default 64 KiB.
 	MaxResponseBody int64
+	// MaxResponseHeader bounds the bytes of response headers read; a
+	// receiver sending more gets no further and the attempt fails (and is
+	// retried). Default 64 KiB.
+	MaxResponseHeader int64
 	// MaxIdleConnsPerHost bounds the kept-alive connections per receiver.
 	// Default 256: Go's default of 2 halves throughput under concurrency.
 	MaxIdleConnsPerHost int
 	// TLSClientConfig, if set, is used for https receivers (e.g. to trust a
-	// test CA). Its ALPN protocols are replaced by http/1.1.
+	// test CA). Its ALPN protocols are replaced by http/1.1, and a
+	// MinVersion below TLS 1.2 is raised to it.
 	TLSClientConfig *tls.Config
 	// DialContext, if set, opens connections instead of a net.Dialer, e.g. to
 	// refuse private addresses. ConnectTimeout still applies. An error it
 	// marks transport.Permanent stays permanent.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CheckURL, if set, vets each attempt's URL before anything is sent,
+	// e.g. a destination policy's https and allowed-pattern rules. Its error
+	// is returned as it is: a transport.Blocked or transport.Permanent error
+	// stays so, anything else is retried.
+	CheckURL func(rawURL string) error
 }
 
 // withDefaults validates c and fills in its zero fields.
@@ -69,6 +80,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("webhook: RequestTimeout must not be negative, got %s", c.RequestTimeout)
 	case c.MaxResponseBody < 0:
 		return c, fmt.Errorf("webhook: MaxResponseBody must not be negative, got %d", c.MaxResponseBody)
+	case c.MaxResponseHeader < 0:
+		return c, fmt.Errorf("webhook: MaxResponseHeader must not be negative, got %d", c.MaxResponseHeader)
 	case c.MaxIdleConnsPerHost < 0:
 		return c, fmt.Errorf("webhook: MaxIdleConnsPerHost must not be negative, got %d", c.MaxIdleConnsPerHost)
 	case c.UserAgent != "" && !proto.ValidHeaderValue(c.UserAgent):
@@ -85,6 +98,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxResponseBody == 0 {
 		c.MaxResponseBody = DefaultMaxResponseBody
+	}
+	if c.MaxResponseHeader == 0 {
+		c.MaxResponseHeader = DefaultMaxResponseHeader
 	}
 	if c.MaxIdleConnsPerHost == 0 {
 		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
@@ -122,6 +138,7 @@ func New(cfg Config) (*Transport, error) {
 	// An h2-capable ALPN offer would let the server pick HTTP/2; the
 	// reference fixed dropped bodies by forcing HTTP/1.1 (contract §8.1).
 	tlsConfig.NextProtos = []string{"http/1.1"}
+	tlsConfig.MinVersion = max(tlsConfig.MinVersion, tls.VersionTLS12)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 
@@ -138,14 +155,15 @@ func New(cfg Config) (*Transport, error) {
 			}
 			return conn, err
 		},
-		TLSClientConfig:     tlsConfig,
-		TLSHandshakeTimeout: cfg.ConnectTimeout,
-		ForceAttemptHTTP2:   false,
-		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
-		Protocols:           &protocols,
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:        tlsConfig,
+		TLSHandshakeTimeout:    cfg.ConnectTimeout,
+		ForceAttemptHTTP2:      false,
+		TLSNextProto:           map[string]func(string, *tls.Conn) http.RoundTripper{},
+		Protocols:              &protocols,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: cfg.MaxResponseHeader,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &Transport{
 		cfg:   cfg,
@@ -174,7 +192,8 @@ var errRequestTimeout = errors.New("webhook: request timed out")
 // transport.Transport contract: a Result and nil error whenever the receiver
 // answered; an error (with Result.Latency set) when it did not; a
 // transport.Permanent error, before anything is sent, when the URL or a
-// custom header can never be sent.
+// custom header can never be sent; CheckURL's or DialContext's error when
+// they refuse the destination.
 //
 // Once the response headers arrived the Result stands, even if reading the
 // rest of the body is cut short by the deadline or by ctx.
@@ -186,6 +205,11 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 		return transport.Result{}, transport.Permanent(err)
 	}
 	defer lease.release()
+	if t.cfg.CheckURL != nil {
+		if err := t.cfg.CheckURL(req.URL); err != nil {
+			return transport.Result{}, err
+		}
+	}
 
 	timer := time.AfterFunc(t.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
 	defer timer.Stop()
