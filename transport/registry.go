@@ -18,6 +18,7 @@ var ErrUnsupportedScheme = errors.New("transport: unsupported URL scheme")
 type Registry struct {
 	mu      sync.RWMutex
 	schemes map[string]Transport
+	owned   []Transport // opened by OpenRegistry, closed by Close
 }
 
 // NewRegistry returns an empty registry.
@@ -52,7 +53,7 @@ func (r *Registry) Lookup(rawURL string) (Transport, error) {
 	t, ok := r.schemes[scheme]
 	r.mu.RUnlock()
 	if !ok {
-		return nil, Permanent(fmt.Errorf("%w %q (registered: %s)", ErrUnsupportedScheme, scheme, strings.Join(r.Schemes(), ", ")))
+		return nil, Permanent(fmt.Errorf("%w %q (registered: %s; a transport plugin not compiled in?)", ErrUnsupportedScheme, scheme, strings.Join(r.Schemes(), ", ")))
 	}
 	return t, nil
 }
