@@ -38,6 +38,8 @@ func (o outcome) message() string {
 // reason is the reference service's metric reason for a failed send.
 func (o outcome) reason() string {
 	switch c := o.res.StatusCode; {
+	case o.blocked():
+		return "ssrf_blocked"
 	case o.err != nil:
 		return "transport_error"
 	case c >= 400 && c < 500:
@@ -49,6 +51,11 @@ func (o outcome) reason() string {
 }
 
 func (o outcome) permanent() bool { return errors.Is(o.err, transport.ErrPermanent) }
+
+// blocked reports a send the destination policy refused (SSRF guard): the
+// subscription's URL, not its endpoint's health, is at fault, so like the
+// reference (0.1.25.22) it is not counted toward auto-disable.
+func (o outcome) blocked() bool { return errors.Is(o.err, transport.ErrBlocked) }
 
 // breakerResult is what the attempt tells the subscription's breaker: nil
 // when the endpoint answered (even with a 4xx: it is up), errFailedAttempt
@@ -163,7 +170,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 				store.Field{Name: "error_message", Value: o.message()},
 				store.Field{Name: "next_retry_at", Value: nil},
 			)
-			if sub == nil {
+			if sub == nil || o.blocked() {
 				return dp, nil, nil
 			}
 			failures := sub.ConsecutiveFailures + 1
