@@ -23,8 +23,13 @@ type Resolver interface {
 
 // Source reads the stored policy: the raw config:webhook-security value and
 // found=true, or found=false when no policy is stored. An error means the
-// store could not be read.
+// store could not be read, except one wrapping ErrUnusable.
 type Source func(ctx context.Context) (raw []byte, found bool, err error)
+
+// ErrUnusable is what a Source wraps when a policy is stored but cannot be
+// read as one (a key of another type, a value over the size bound): like an
+// unparsable value, it leaves no policy in force.
+var ErrUnusable = errors.New("ssrf: stored policy unusable")
 
 // Config configures a Guard.
 type Config struct {
@@ -94,38 +99,48 @@ func (g *Guard) Refresh(ctx context.Context) error {
 	found := false
 	if g.cfg.Source != nil {
 		var err error
-		if raw, found, err = g.cfg.Source(ctx); err != nil {
+		if raw, found, err = g.cfg.Source(ctx); err != nil && !errors.Is(err, ErrUnusable) {
 			return fmt.Errorf("ssrf: read %s: %w", Key, err)
+		} else if err != nil {
+			g.setUnreadable(err)
+			return nil
 		}
 	}
 	old := g.state.Load()
 	if old.err == nil && old.found == found && bytes.Equal(old.raw, raw) {
 		return nil
 	}
-	next := &state{raw: raw, found: found}
 	if !found {
-		next.policy = DefaultPolicy()
-	} else if next.policy, next.err = ParsePolicy(raw); next.err != nil {
-		next.err = fmt.Errorf("%s is unreadable, deliveries wait until it is fixed: %w", Key, next.err)
+		g.state.Store(&state{policy: DefaultPolicy()})
+		g.cfg.Logger.Info("SSRF policy: none stored, restrictive defaults apply", "key", Key)
+		return nil
 	}
-	g.state.Store(next)
-	switch {
-	case next.err != nil:
-		g.cfg.Logger.Error("SSRF policy unreadable", "key", Key, "err", next.err)
-	case !found:
-		g.cfg.Logger.Info("SSRF policy: none stored, restrictive defaults apply", "key", Key, "blocked_ranges", len(next.policy.blocked))
-	default:
-		p := next.policy
-		g.cfg.Logger.Info("SSRF policy loaded", "key", Key, "address_check", p.checkAddrs, "blocked_ranges", len(p.blocked),
-			"allowed_url_patterns", len(p.patterns), "allow_http", p.allowHTTP)
-		if !p.checkAddrs {
-			g.cfg.Logger.Warn("SSRF address check is OFF (empty blocked_cidr_ranges and allow_http true): deliveries may reach private and internal addresses")
-		}
-		for _, n := range p.Notes {
-			g.cfg.Logger.Warn("SSRF policy: "+n, "key", Key)
-		}
+	p, err := ParsePolicy(raw)
+	if err != nil {
+		g.setUnreadable(err)
+		return nil
+	}
+	g.state.Store(&state{policy: p, raw: raw, found: true})
+	g.cfg.Logger.Info("SSRF policy loaded", "key", Key, "address_check", p.checkAddrs, "blocked_ranges", len(p.blocked),
+		"allowed_url_patterns", len(p.patterns), "allow_http", p.allowHTTP)
+	if !p.checkAddrs {
+		g.cfg.Logger.Warn("SSRF address check is OFF (empty blocked_cidr_ranges and allow_http true): deliveries may reach private and internal addresses")
+	}
+	for _, n := range p.Notes {
+		g.cfg.Logger.Warn("SSRF policy: "+n, "key", Key)
 	}
 	return nil
+}
+
+// setUnreadable takes the policy out of force: sends wait until it is fixed.
+// It logs once per distinct cause, not on every refresh.
+func (g *Guard) setUnreadable(cause error) {
+	err := fmt.Errorf("%s is unreadable, deliveries wait until it is fixed: %w", Key, cause)
+	if old := g.state.Load(); old.err != nil && old.err.Error() == err.Error() {
+		return
+	}
+	g.state.Store(&state{err: err})
+	g.cfg.Logger.Error("SSRF policy unreadable", "key", Key, "err", err)
 }
 
 // Run refreshes the policy every interval until ctx is done, so a changed

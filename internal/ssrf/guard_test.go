@@ -3,6 +3,7 @@ package ssrf_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -228,6 +229,11 @@ func TestGuard_FollowsTheStoredPolicyWithoutARestartAndFailsClosedOnGarbage(t *t
 
 	set(`{"allow_http":false}`, true, nil)
 	eventually("a fixed policy is back in force", func() bool { return g.Ready(ctx) == nil })
+	set("", true, fmt.Errorf("%w: key holds a hash", ssrf.ErrUnusable))
+	eventually("sends wait on an unusable stored value", func() bool { return g.Ready(ctx) != nil })
+
+	set(`{"allow_http":false}`, true, nil)
+	eventually("a fixed policy is back in force again", func() bool { return g.Ready(ctx) == nil })
 	set(`{"blocked_cidr_ranges":[],"allow_http":true}`, true, errors.New("redis down"))
 	// A failing store keeps the policy in force: give Run a few rounds.
 	for range 5 {
