@@ -70,8 +70,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// 2. A receiver with one endpoint per story.
 	subs := []*demoSub{
 		{name: "healthy", path: "/healthy", story: "answers 200 at once", behaviour: receiver.Healthy()},
-		{name: "flaky", path: "/flaky", story: "answers 503 twice per event, then 200", behaviour: receiver.FailFirst(2)},
-		{name: "dead", path: "/dead", story: "refuses connections", dead: true},
+		{name: "flaky", path: "/flaky", story: "down for its first 6 requests (503), then recovers", behaviour: receiver.DownThenUp(6)},
+		{name: "dead", path: "/dead", story: "refuses connections; max_retries 0, disable_after_failures 3", dead: true},
 	}
 	recv := receiver.New()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,10 +93,18 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer os.RemoveAll(dataDir)
+	out.f("● SSRF guard: loopback (127.0.0.0/8) over plain http allowed through the operator allow-list, for this demo only\n")
 	cfg, err := config.Load("demo", nil, func(k string) string {
 		switch k {
 		case "REDIS_URL":
 			return *redisURL
+		// The receiver is on 127.0.0.1 over http, which the SSRF guard's
+		// defaults refuse. The operator allow-list opens exactly that,
+		// without writing a policy into a Redis the user may have named.
+		case "JETRELAY_SSRF_ALLOW_CIDRS":
+			return "127.0.0.0/8"
+		case "JETRELAY_SSRF_ALLOW_HTTP":
+			return "true"
 		case "JETRELAY_DATA_DIR":
 			return dataDir
 		case "JETRELAY_BRIDGE_ID":
@@ -105,6 +113,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return "16"
 		case "JETRELAY_HTTP_REQUEST_TIMEOUT":
 			return "5s"
+		case "JETRELAY_BREAKER_OPEN": // short, so the tour shows recovery in seconds
+			return "1s"
+		case "JETRELAY_BREAKER_MAX_OPEN":
+			return "2s"
+
 		}
 		return ""
 	}, stderr)
@@ -115,7 +128,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *verbose {
 		logw = stderr
 	}
-	log := newLogger("text", "info", logw)
+	log := newLogger("text", os.Getenv("JETRELAY_DEMO_LOG_LEVEL"), logw)
 	s, err := newStack(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -139,6 +152,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		sub := admin.Subscription{
 			TenantID: tenant, Name: "demo " + d.name, URL: url,
 			EventTypes: []string{"budget.exhausted"}, RetryPolicy: &fast, DisableAfterFailures: 3,
+		}
+		if d.dead {
+			// No retries: each delivery fails at its first error, so the
+			// tour reaches auto-disable in seconds.
+			sub.RetryPolicy = &proto.RetryPolicy{MaxRetries: new(int)}
 		}
 		id, secret, err := w.CreateSubscription(ctx, sub)
 		if err != nil {
@@ -182,16 +200,16 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	out.f("  %d deliveries queued\n\n", len(all))
 
-	// 5. Live progress until every delivery is final.
+	// 5. Live progress until every delivery is settled: final, or held
+	// (parked) because its subscription was disabled.
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	var counts map[proto.DeliveryStatus]int
 	var lastLine string
 	for {
-		counts, err = statusCounts(ctx, s.rdb, all)
+		p, err := progressOf(ctx, s.rdb, all)
 		if err == nil {
-			line := fmt.Sprintf("  pending %-4d retrying %-4d success %-4d failed %-4d",
-				counts[proto.DeliveryPending], counts[proto.DeliveryRetrying], counts[proto.DeliverySuccess], counts[proto.DeliveryFailed])
+			line := fmt.Sprintf("  pending %-4d retrying %-4d success %-4d failed %-4d held %-4d",
+				p.counts[proto.DeliveryPending], p.counts[proto.DeliveryRetrying], p.counts[proto.DeliverySuccess], p.counts[proto.DeliveryFailed], p.held)
 			switch {
 			case isTerminal(stdout):
 				out.f("\r%s", line) // redraw in place
@@ -199,7 +217,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				out.f("%s\n", line) // a log or pipe gets one line per change
 			}
 			lastLine = line
-			if counts[proto.DeliverySuccess]+counts[proto.DeliveryFailed] == len(all) {
+			if p.counts[proto.DeliverySuccess]+p.counts[proto.DeliveryFailed]+p.held == len(all) {
 				break
 			}
 		}
@@ -221,9 +239,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // summary prints what each subscription's deliveries ended as.
 func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Store, subs []*demoSub) error {
 	tw := tabwriter.NewWriter(out.w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBSCRIPTION\tDELIVERIES\tSUCCESS\tFAILED\tSENDS\tRECEIVER (unique / duplicates / bad signatures)\tSTATUS")
+	fmt.Fprintln(tw, "SUBSCRIPTION\tDELIVERIES\tSUCCESS\tFAILED\tHELD\tSENDS\tRECEIVER (unique / duplicates / bad signatures)\tSTATUS")
+	inactive := map[string]bool{}
 	for _, d := range subs {
-		var ok, failed, sends int
+		var ok, failed, held, sends int
 		var lastErr string
 		for _, id := range d.deliveries {
 			rec, err := st.Delivery(ctx, id)
@@ -237,6 +256,10 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 				failed++
 				if rec.ErrorMessage != nil {
 					lastErr = *rec.ErrorMessage
+				}
+			default:
+				if heldBack(ctx, rdb, id, d.id, inactive) {
+					held++
 				}
 			}
 			sends += rec.Attempts
@@ -252,38 +275,70 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 				status = fmt.Sprintf("%s (consecutive_failures=%d)", sub.Status, sub.ConsecutiveFailures)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", d.name, len(d.deliveries), ok, failed, sends, recv, status)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.name, len(d.deliveries), ok, failed, held, sends, recv, status)
 		if lastErr != "" {
 			defer out.f("  %s: last error_message %q\n", d.name, lastErr)
 		}
 	}
 	tw.Flush()
 	out.f("\nEvery send was signed (HMAC-SHA256 over the stored event bytes) and carried X-Cycles-Event-Id,\n" +
-		"X-Cycles-Trace-Id and traceparent. The flaky endpoint recovered through NakWithDelay retries;\n" +
-		"the dead one exhausted its retry policy and, after 3 failed deliveries, was auto-disabled\n" +
-		"(a webhook.disabled event was saved); its later deliveries failed as \"Subscription not active\".\n")
+		"X-Cycles-Trace-Id and traceparent. The flaky endpoint's failures opened its circuit breaker: its\n" +
+		"deliveries waited, without using up attempts, until a probe found it back, then all went out.\n" +
+		"The dead one failed its deliveries and, after 3 of them, was auto-disabled (a webhook.disabled\n" +
+		"event was saved). Its remaining deliveries are HELD, unsent, in jetrelay:deferred: re-enable the\n" +
+		"subscription (status ACTIVE) and they go out; otherwise they fail once older than MAX_DELIVERY_AGE_MS.\n")
 	return nil
 }
 
-func statusCounts(ctx context.Context, rdb *redis.Client, ids []string) (map[proto.DeliveryStatus]int, error) {
+// progress is where the demo's deliveries stand.
+type progress struct {
+	counts map[proto.DeliveryStatus]int
+	held   int // not final, parked in jetrelay:deferred while their subscription is inactive
+}
+
+func progressOf(ctx context.Context, rdb *redis.Client, ids []string) (progress, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = store.DeliveryKey(id)
 	}
 	vals, err := rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return nil, err
+		return progress{}, err
 	}
-	counts := make(map[proto.DeliveryStatus]int)
-	for _, v := range vals {
+	p := progress{counts: make(map[proto.DeliveryStatus]int)}
+	inactive := map[string]bool{}
+	for i, v := range vals {
 		s, _ := v.(string)
 		d, err := proto.ParseDelivery([]byte(s))
 		if err != nil {
 			continue
 		}
-		counts[d.Status]++
+		if !d.Status.Terminal() && heldBack(ctx, rdb, ids[i], d.SubscriptionID, inactive) {
+			p.held++
+			continue
+		}
+		p.counts[d.Status]++
 	}
-	return counts, nil
+	return p, nil
+}
+
+// heldBack reports whether a delivery waits, parked, for its inactive
+// subscription to be re-enabled.
+func heldBack(ctx context.Context, rdb *redis.Client, id, sub string, inactive map[string]bool) bool {
+	off, seen := inactive[sub]
+	if !seen {
+		if raw, err := rdb.Get(ctx, store.SubscriptionKey(sub)).Bytes(); err == nil {
+			if s, err := proto.ParseSubscription(raw); err == nil {
+				off = s.Status != proto.SubscriptionActive
+			}
+		}
+		inactive[sub] = off
+	}
+	if !off {
+		return false
+	}
+	_, err := rdb.ZScore(ctx, store.DeferredZSet, id).Result()
+	return err == nil
 }
 
 // fastPolicy keeps the demo short: 4 sends, 200 ms apart doubling.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetrelay/jetrelay/proto"
@@ -20,6 +21,18 @@ func Healthy() Behaviour { return func(int) int { return http.StatusOK } }
 func FailFirst(n int) Behaviour {
 	return func(attempt int) int {
 		if attempt <= n {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+}
+
+// DownThenUp answers 503 to the first n requests it gets (whatever their
+// event), then 200: an endpoint that is down for a while and recovers.
+func DownThenUp(n int) Behaviour {
+	var seen atomic.Int64
+	return func(int) int {
+		if seen.Add(1) <= int64(n) {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
