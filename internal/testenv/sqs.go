@@ -32,7 +32,9 @@ type SQSEnv struct {
 func (e *SQSEnv) QueueURL(name string) string { return "http://" + e.Host + "/000000000000/" + name }
 
 // SubscriptionURL is the sqs:// subscription URL of queue name.
-func (e *SQSEnv) SubscriptionURL(name string) string { return "sqs://" + e.Host + "/000000000000/" + name }
+func (e *SQSEnv) SubscriptionURL(name string) string {
+	return "sqs://" + e.Host + "/000000000000/" + name
+}
 
 // SQS starts fauxqs (installed by `go tool task deps:fauxqs` under the
 // module's .cache/fauxqs, or where JETRELAY_FAUXQS_DIR points) on a free
