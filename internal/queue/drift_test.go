@@ -1,0 +1,54 @@
+package queue_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/testenv"
+)
+
+func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx := testCtx(t)
+	// Someone (an operator with the nats CLI, an older jetrelay) changed
+	// the topology by hand.
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: queue.DefaultStream, Subjects: []string{queue.DefaultSubject},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+		Discard: jetstream.DiscardOld, MaxMsgs: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, queue.DefaultStream, jetstream.ConsumerConfig{
+		Durable: queue.DefaultConsumer, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 5 * time.Second, MaxAckPending: 7, MaxDeliver: 3,
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	if st, err = queue.EnsureStream(ctx, js, queue.Config{}); err != nil {
+		t.Fatalf("EnsureStream: %v", err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, js, queue.Config{})
+	if err != nil {
+		t.Fatalf("EnsureConsumer: %v", err)
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.Config.Discard != jetstream.DiscardNew || si.Config.MaxMsgs != -1 {
+		t.Errorf("stream not reconciled: discard=%v max_msgs=%d", si.Config.Discard, si.Config.MaxMsgs)
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ci.Config; c.AckWait != queue.DefaultAckWait || c.MaxAckPending != queue.DefaultMaxAckPending || c.MaxDeliver != -1 {
+		t.Errorf("consumer not reconciled: ack_wait=%s max_ack_pending=%d max_deliver=%d", c.AckWait, c.MaxAckPending, c.MaxDeliver)
+	}
+}
