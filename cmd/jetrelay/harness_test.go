@@ -53,8 +53,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// loopbackAllowed lets a relay under test reach receivers on 127.0.0.1 over
+// plain http, which the SSRF guard's defaults refuse: the operator
+// allow-list and http override, explicitly. A test of the guard itself
+// overrides them (an empty value turns them off).
+var loopbackAllowed = map[string]string{
+	"JETRELAY_SSRF_ALLOW_CIDRS": "127.0.0.0/8",
+	"JETRELAY_SSRF_ALLOW_HTTP":  "true",
+}
+
 // commandEnv is the test process's environment without jetrelay settings,
-// plus env: the developer's own settings must never leak into a test.
+// plus loopbackAllowed and env: the developer's own settings must never
+// leak into a test.
 func commandEnv(env map[string]string) []string {
 	ownSettings := []string{
 		"JETRELAY_", "REDIS_", "NATS_URL=", "MANAGEMENT_PORT=", "WEBHOOK_SECRET_ENCRYPTION_KEY=",
@@ -69,6 +79,11 @@ next:
 			}
 		}
 		out = append(out, kv)
+	}
+	for k, v := range loopbackAllowed {
+		if _, set := env[k]; !set {
+			out = append(out, k+"="+v)
+		}
 	}
 	for k, v := range env {
 		out = append(out, k+"="+v)

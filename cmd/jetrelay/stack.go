@@ -23,6 +23,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/retention"
+	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -39,6 +40,8 @@ type stack struct {
 	bridge    *bridge.Bridge
 	engine    *engine.Engine
 	webhook   *webhook.Transport
+	guard     *ssrf.Guard       // nil unless this process runs the engine
+	ssrfEvery time.Duration     // how often the guard re-reads its policy
 	retention *retention.Config // nil unless this process runs the bridge
 }
 
@@ -114,9 +117,27 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		s.retention = &retention.Config{Interval: cfg.RetentionEvery, EventTTL: cfg.EventTTL, DeliveryTTL: cfg.DeliveryTTL, Logger: log.With("component", "retention")}
 	}
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
+		st := store.New(s.rdb)
+		var keyErr error
+		if err := retryUntil(ctx, log, "check the encryption key against stored secrets", func() error {
+			if keyErr = checkSecretKey(ctx, st, key, log); errors.Is(keyErr, errKeyMismatch) {
+				return nil // a wrong key is not retried
+			}
+			return keyErr
+		}); err != nil {
+			return nil, err
+		}
+		if keyErr != nil {
+			return nil, keyErr
+		}
+		if s.guard, err = newGuard(ctx, cfg, st, log.With("component", "ssrf")); err != nil {
+			return nil, err
+		}
+		s.ssrfEvery = cfg.SSRFRefresh
 		s.webhook, err = webhook.New(webhook.Config{
 			UserAgent: cfg.UserAgent, ConnectTimeout: cfg.ConnectTimeout, RequestTimeout: cfg.RequestTimeout,
 			MaxIdleConnsPerHost: cfg.Workers,
+			DialContext:         s.guard.DialContext, CheckURL: s.guard.CheckURL,
 		})
 		if err != nil {
 			return nil, err
@@ -142,7 +163,7 @@ func (s *stack) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	start := func(name string, run func(context.Context) error) {
 		wg.Go(func() {
 			err := run(ctx)
@@ -152,6 +173,9 @@ func (s *stack) run(ctx context.Context) error {
 			}
 			errs <- err
 		})
+	}
+	if s.guard != nil {
+		start("ssrf policy", func(ctx context.Context) error { s.guard.Run(ctx, s.ssrfEvery); return nil })
 	}
 	if s.retention != nil {
 		start("retention", func(ctx context.Context) error { retention.Run(ctx, store.New(s.rdb), *s.retention); return nil })
@@ -186,6 +210,9 @@ func (s *stack) checks() map[string]mgmt.Check {
 	}
 	if s.engine != nil {
 		c["engine"] = s.engine.Ready
+	}
+	if s.guard != nil {
+		c["ssrf_policy"] = s.guard.Ready
 	}
 	return c
 }

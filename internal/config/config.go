@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/ssrf"
 )
 
 // Roles a process can run.
@@ -64,6 +67,10 @@ type Config struct {
 
 	LogFormat string
 	LogLevel  string
+
+	SSRFAllowCIDRs string // comma-separated; see SSRFAllowList
+	SSRFAllowHTTP  bool
+	SSRFRefresh    time.Duration
 }
 
 // option is one setting: its environment name, flag name, default and help.
@@ -99,6 +106,9 @@ func options() []option {
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
 		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
 		{"JETRELAY_USER_AGENT", "user-agent", "", "webhook User-Agent (default cycles-server-events/0.1.25.12 (jetrelay))", setString(func(c *Config) *string { return &c.UserAgent })},
+		{"JETRELAY_SSRF_ALLOW_CIDRS", "ssrf-allow-cidrs", "", "operator allow-list: comma-separated CIDRs webhooks may reach although config:webhook-security blocks them (an internal receiver; 127.0.0.0/8 for tests)", setString(func(c *Config) *string { return &c.SSRFAllowCIDRs })},
+		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
+		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
 		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
@@ -193,6 +203,12 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("REDIS_URL: %v", redactURLError(err)))
 		}
 	}
+	if _, err := c.SSRFAllowList(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SSRFRefresh < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("JETRELAY_SSRF_REFRESH (--ssrf-refresh) must be at least 100ms, got %s", c.SSRFRefresh))
+	}
 	if c.BridgeID == "" {
 		h, err := os.Hostname()
 		if err != nil || h == "" {
@@ -204,6 +220,23 @@ func (c *Config) validate() error {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// SSRFAllowList parses JETRELAY_SSRF_ALLOW_CIDRS: literal CIDRs or bare
+// addresses, comma separated.
+func (c *Config) SSRFAllowList() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(c.SSRFAllowCIDRs, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		p, err := ssrf.ParseCIDR(s)
+		if err != nil {
+			return nil, fmt.Errorf("JETRELAY_SSRF_ALLOW_CIDRS (--ssrf-allow-cidrs): %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // RedisOptions turns the Redis settings into go-redis options: REDIS_URL
