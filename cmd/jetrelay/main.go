@@ -31,6 +31,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -57,6 +59,7 @@ func usage(w io.Writer) {
 Commands:
   run       run the bridge (Redis dispatch:pending → JetStream) and the engine (JetStream → destinations)
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
+  bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.
