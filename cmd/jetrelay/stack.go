@@ -148,6 +148,8 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		s.engine, err = engine.New(store.New(s.rdb), s.js, reg, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"),
+			Breaker:     engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
+			MaxInFlight: cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
 		})
 		if err != nil {
 			return nil, err

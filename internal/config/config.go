@@ -54,11 +54,18 @@ type Config struct {
 	DeliveryTTL    time.Duration
 	RetentionEvery time.Duration
 
-	Workers        int
-	DrainTimeout   time.Duration
-	ConnectTimeout time.Duration
-	RequestTimeout time.Duration
-	UserAgent      string
+	Workers int
+
+	BreakerThreshold  int
+	BreakerOpenFor    time.Duration
+	BreakerMaxOpenFor time.Duration
+	MaxInFlight       int
+	ParkAfter         time.Duration
+	InactivePolicy    string
+	DrainTimeout      time.Duration
+	ConnectTimeout    time.Duration
+	RequestTimeout    time.Duration
+	UserAgent         string
 
 	BridgeID string
 
@@ -102,6 +109,12 @@ func options() []option {
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
 		{"RETENTION_CLEANUP_INTERVAL_MS", "retention-interval-ms", "3600000", "period of the events:*/deliveries:* index trim (0 disables)", setMillis(func(c *Config) *time.Duration { return &c.RetentionEvery })},
 		{"JETRELAY_WORKERS", "workers", "64", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
+		{"JETRELAY_BREAKER_THRESHOLD", "breaker-threshold", "5", "consecutive failed attempts (no answer, 5xx, 408, 429) that open a subscription's circuit breaker", setInt(func(c *Config) *int { return &c.BreakerThreshold })},
+		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
+		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
+		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "concurrent sends to one subscription per replica (0: a quarter of the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
+		{"JETRELAY_PARK_AFTER", "park-after", "5s", "waits longer than this (retries, open breakers) are parked in Redis instead of holding a JetStream ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
 		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
@@ -172,6 +185,23 @@ func (c *Config) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("JETRELAY_WORKERS (--workers) must be at least 1, got %d", c.Workers))
+	}
+	if c.BreakerThreshold < 1 {
+		errs = append(errs, fmt.Errorf("JETRELAY_BREAKER_THRESHOLD (--breaker-threshold) must be at least 1, got %d", c.BreakerThreshold))
+	}
+	if c.BreakerOpenFor <= 0 || c.BreakerMaxOpenFor < c.BreakerOpenFor {
+		errs = append(errs, fmt.Errorf("JETRELAY_BREAKER_OPEN (%s) must be positive and at most JETRELAY_BREAKER_MAX_OPEN (%s)", c.BreakerOpenFor, c.BreakerMaxOpenFor))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION (--max-in-flight-per-subscription) must not be negative, got %d", c.MaxInFlight))
+	}
+	if c.ParkAfter <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_PARK_AFTER (--park-after) must be positive, got %s", c.ParkAfter))
+	}
+	switch c.InactivePolicy {
+	case "defer", "fail":
+	default:
+		errs = append(errs, fmt.Errorf("JETRELAY_INACTIVE_SUBSCRIPTIONS (--inactive-subscriptions) must be defer or fail, got %q", c.InactivePolicy))
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("JETRELAY_STREAM_REPLICAS (--stream-replicas) must be 1..5, got %d", c.StreamReplicas))
