@@ -27,6 +27,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
+	"github.com/jetrelay/jetrelay/transport/natsink"
 	"github.com/jetrelay/jetrelay/transport/webhook"
 )
 
@@ -40,6 +41,7 @@ type stack struct {
 	bridge    *bridge.Bridge
 	engine    *engine.Engine
 	webhook   *webhook.Transport
+	registry  *transport.Registry // the plugin transports (nats, sqs, …)
 	guard     *ssrf.Guard       // nil unless this process runs the engine
 	ssrfEvery time.Duration     // how often the guard re-reads its policy
 	retention *retention.Config // nil unless this process runs the bridge
@@ -142,10 +144,18 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		if err != nil {
 			return nil, err
 		}
-		reg := transport.NewRegistry()
-		reg.Register("http", s.webhook)
-		reg.Register("https", s.webhook)
-		s.engine, err = engine.New(store.New(s.rdb), s.js, reg, engine.Config{
+		// Plugin drivers read their settings through the config (flags
+		// included), falling back to the environment for AWS_* variables.
+		s.registry, err = transport.OpenRegistry(ctx, transport.Env{
+			Getenv: cfg.Getenv, Logger: log.With("component", "transport"),
+			Shared: map[any]any{natsink.EngineConn{}: s.nc},
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.registry.Register("http", s.webhook)
+		s.registry.Register("https", s.webhook)
+		s.engine, err = engine.New(store.New(s.rdb), s.js, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"),
 			Breaker:     engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
@@ -220,6 +230,11 @@ func (s *stack) checks() map[string]mgmt.Check {
 }
 
 func (s *stack) close() {
+	if s.registry != nil {
+		if err := s.registry.Close(); err != nil {
+			s.log.Warn("close transports", "err", err)
+		}
+	}
 	if s.webhook != nil {
 		s.webhook.Close()
 	}

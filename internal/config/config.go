@@ -78,6 +78,14 @@ type Config struct {
 	SSRFAllowCIDRs string // comma-separated; see SSRFAllowList
 	SSRFAllowHTTP  bool
 	SSRFRefresh    time.Duration
+
+	SQSEndpoint string // SQS-compatible server for sqs:// subscriptions; empty: AWS
+	SQSRegion   string // signing region when a queue URL names none
+
+	// settings holds every option's final value by environment name, and
+	// getenv the environment Load read, for Getenv.
+	settings map[string]string
+	getenv   func(string) string
 }
 
 // option is one setting: its environment name, flag name, default and help.
@@ -122,6 +130,8 @@ func options() []option {
 		{"JETRELAY_SSRF_ALLOW_CIDRS", "ssrf-allow-cidrs", "", "operator allow-list: comma-separated CIDRs webhooks may reach although config:webhook-security blocks them (an internal receiver; 127.0.0.0/8 for tests)", setString(func(c *Config) *string { return &c.SSRFAllowCIDRs })},
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
 		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
+		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
+		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
 		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
@@ -134,7 +144,7 @@ func options() []option {
 // flags in args. It returns flag.ErrHelp when args ask for help (after
 // printing usage to out).
 func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{}
+	c := &Config{settings: make(map[string]string), getenv: getenv}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	opts := options()
@@ -146,7 +156,14 @@ func Load(name string, args []string, getenv func(string) string, out io.Writer)
 		if err := o.set(c, v); err != nil {
 			return nil, fmt.Errorf("config: %s=%q: %w", o.env, v, err)
 		}
-		fs.Func(o.flag, o.help+" (env "+o.env+")", func(s string) error { return o.set(c, s) })
+		c.settings[o.env] = v
+		fs.Func(o.flag, o.help+" (env "+o.env+")", func(s string) error {
+			if err := o.set(c, s); err != nil {
+				return err
+			}
+			c.settings[o.env] = s
+			return nil
+		})
 	}
 	fs.Usage = func() { Usage(out, name) }
 	if err := fs.Parse(args); err != nil {
@@ -239,6 +256,12 @@ func (c *Config) validate() error {
 	if c.SSRFRefresh < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("JETRELAY_SSRF_REFRESH (--ssrf-refresh) must be at least 100ms, got %s", c.SSRFRefresh))
 	}
+	if err := checkSQSEndpoint(c.SQSEndpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.ContainsFunc(c.SQSRegion, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') }) {
+		errs = append(errs, fmt.Errorf("JETRELAY_SQS_REGION (--sqs-region) must be an AWS region name such as eu-west-1, got %q", c.SQSRegion))
+	}
 	if c.BridgeID == "" {
 		h, err := os.Hostname()
 		if err != nil || h == "" {
@@ -250,6 +273,45 @@ func (c *Config) validate() error {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkSQSEndpoint accepts "" or an http(s) URL with a host and no
+// credentials. Its errors never quote the value: a URL that carries
+// credentials by mistake must not reach a log.
+func checkSQSEndpoint(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	const what = "JETRELAY_SQS_ENDPOINT (--sqs-endpoint)"
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s is not a URL", what)
+	case u.User != nil:
+		return fmt.Errorf("%s must not carry credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead); value not shown", what)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%s must be an http or https URL, got scheme %q", what, u.Scheme)
+	case u.Hostname() == "":
+		return fmt.Errorf("%s has no host", what)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%s must not have a query or fragment", what)
+	}
+	return nil
+}
+
+// Getenv answers a setting by its environment-variable name, as transport
+// plugins read them (transport.Env.Getenv): the value of one of these
+// options as loaded (flags included, defaults applied), else the
+// environment Load read, which holds the standard AWS_* variables and a
+// plugin's own settings.
+func (c *Config) Getenv(key string) string {
+	if v, ok := c.settings[key]; ok {
+		return v
+	}
+	if c.getenv == nil {
+		return ""
+	}
+	return c.getenv(key)
 }
 
 // SSRFAllowList parses JETRELAY_SSRF_ALLOW_CIDRS: literal CIDRs or bare

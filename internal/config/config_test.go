@@ -128,3 +128,71 @@ func TestRedisOptions_URLOverridesHostPortPassword(t *testing.T) {
 		})
 	}
 }
+
+func TestLoad_SQSEndpointMustBeAnHTTPURLAndIsNeverEchoed(t *testing.T) {
+	const pw = "sqs-endpoint-pw"
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"empty means AWS", "", true},
+		{"local server", "http://127.0.0.1:4566", true},
+		{"https", "https://sqs.internal:443", true},
+		{"credentials", "http://user:" + pw + "@127.0.0.1:4566", false},
+		{"credentials in a URL that does not parse", "http://user:" + pw + "@[::1:4566", false},
+		{"wrong scheme", "sqs://127.0.0.1:4566", false},
+		{"no host", "http:///path", false},
+		{"query", "http://127.0.0.1:4566/?token=" + pw, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("run", nil, envOf("JETRELAY_SQS_ENDPOINT", tc.value), io.Discard)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Load refused %q: %v", tc.value, err)
+				}
+				if c.SQSEndpoint != tc.value {
+					t.Errorf("SQSEndpoint %q, want %q", c.SQSEndpoint, tc.value)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Load accepted JETRELAY_SQS_ENDPOINT %q", tc.value)
+			}
+			if !strings.Contains(err.Error(), "JETRELAY_SQS_ENDPOINT") {
+				t.Errorf("error %q does not name JETRELAY_SQS_ENDPOINT", err)
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Errorf("error echoes the endpoint's secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoad_SQSRegionMustLookLikeARegion(t *testing.T) {
+	if _, err := Load("run", nil, envOf("JETRELAY_SQS_REGION", "eu-west-1"), io.Discard); err != nil {
+		t.Errorf("Load refused eu-west-1: %v", err)
+	}
+	_, err := Load("run", nil, envOf("JETRELAY_SQS_REGION", "eu west\n1"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "JETRELAY_SQS_REGION") {
+		t.Errorf("Load of a malformed region returned %v, want an error naming JETRELAY_SQS_REGION", err)
+	}
+}
+
+func TestGetenv_AnswersLoadedSettingsThenTheEnvironment(t *testing.T) {
+	c, err := Load("run", []string{"--sqs-region", "eu-west-1"},
+		envOf("JETRELAY_SQS_REGION", "us-east-1", "AWS_ACCESS_KEY_ID", "AKID", "JETRELAY_SQS_ENDPOINT", "http://127.0.0.1:4566"), io.Discard)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for key, want := range map[string]string{
+		"JETRELAY_SQS_REGION":   "eu-west-1", // the flag, not the environment
+		"JETRELAY_SQS_ENDPOINT": "http://127.0.0.1:4566",
+		"JETRELAY_WORKERS":      "64", // a default
+		"AWS_ACCESS_KEY_ID":     "AKID",
+		"AWS_SECRET_ACCESS_KEY": "",
+	} {
+		if got := c.Getenv(key); got != want {
+			t.Errorf("Getenv(%s) = %q, want %q", key, got, want)
+		}
+	}
+}
