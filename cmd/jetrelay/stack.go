@@ -42,9 +42,9 @@ type stack struct {
 	engine    *engine.Engine
 	webhook   *webhook.Transport
 	registry  *transport.Registry // the plugin transports (nats, sqs, …)
-	guard     *ssrf.Guard       // nil unless this process runs the engine
-	ssrfEvery time.Duration     // how often the guard re-reads its policy
-	retention *retention.Config // nil unless this process runs the bridge
+	guard     *ssrf.Guard         // nil unless this process runs the engine
+	ssrfEvery time.Duration       // how often the guard re-reads its policy
+	retention *retention.Config   // nil unless this process runs the bridge
 }
 
 // newStack connects to Redis and NATS (starting an embedded JetStream
