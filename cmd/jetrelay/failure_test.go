@@ -168,16 +168,41 @@ func TestFailure_R3StreamLeaderKilledMidLoadLosesNothing(t *testing.T) {
 	w := lb.startLoad(loadDeliveries, loadPace)
 	lb.awaitProgress(t, failAt, 20*time.Second)
 	leader := streamLeader(t, js, "", 10*time.Second)
+	// The node that dies takes the consumer's leadership with it as well,
+	// the worst case of a node loss, and one that otherwise happens only
+	// when the placement happens to put both leaders on it.
+	colocateConsumerLeader(t, js, leader, 10*time.Second)
 	if err := cl.Stop(leader); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	atKill := lb.accepted().Unique
 	next := streamLeader(t, js, leader, 15*time.Second)
-	t.Logf("stopped stream leader %s after %s; %s leads after %s", leader,
+	t.Logf("stopped %s, leader of the stream and its consumer, after %s; %s leads the stream after %s", leader,
 		killed.Sub(started).Round(time.Millisecond), next, time.Since(killed).Round(time.Millisecond))
 
+	// New leaders are elected in about a second; delivery must resume soon
+	// after, not only when the engines' pull requests time out.
+	const resumeWithin = 10 * time.Second
+	resumed := false
+	for time.Since(killed) < resumeWithin {
+		if lb.accepted().Unique >= atKill+100 {
+			resumed = true
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resumed {
+		t.Logf("delivery resumed %s after the leader stopped", time.Since(killed).Round(time.Millisecond))
+	} else {
+		t.Errorf("delivery stalled: the receiver got %d events in the %s after the stream and consumer leader stopped, want delivery to resume (100+)",
+			lb.accepted().Unique-atKill, resumeWithin)
+	}
+
 	ids, _ := w.wait(t, 30*time.Second)
-	all := lb.awaitAllSuccess(t, ids, 30*time.Second)
+	// Long enough to see the run complete even after such a stall.
+	all := lb.awaitAllSuccess(t, ids, 45*time.Second)
+	t.Logf("everything SUCCESS %s after the leader stopped", time.Since(killed).Round(time.Millisecond))
 	lb.verifyReceived(t, "R3 stream leader killed", all, started, len(replicas)*loadWorkers)
 }
 
@@ -245,6 +270,43 @@ func clusterJetStream(t *testing.T, urls string) jetstream.JetStream {
 		t.Fatalf("jetstream: %v", err)
 	}
 	return js
+}
+
+// colocateConsumerLeader moves the leadership of the engines' durable
+// consumer onto node (a leader stepdown with a preferred placement) and
+// waits until the consumer reports it.
+func colocateConsumerLeader(t *testing.T, js jetstream.JetStream, node string, within time.Duration) {
+	t.Helper()
+	qc := queue.Config{}.WithDefaults()
+	subject := "$JS.API.CONSUMER.LEADER.STEPDOWN." + qc.Stream + "." + qc.Consumer
+	req := []byte(`{"placement":{"preferred":"` + node + `"}}`)
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cons, err := js.Consumer(ctx, qc.Stream, qc.Consumer)
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = cons.Info(ctx); err == nil && info.Cluster != nil {
+				if info.Cluster.Leader == node {
+					cancel()
+					return
+				}
+				last = "consumer leader " + info.Cluster.Leader
+				if info.Cluster.Leader != "" {
+					if _, err := js.Conn().RequestWithContext(ctx, subject, req); err != nil {
+						last += "; stepdown: " + err.Error()
+					}
+				}
+			}
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("consumer %s did not move its leadership to %s within %s (last: %s)", qc.Consumer, node, within, last)
 }
 
 // streamLeader polls the dispatch stream's cluster info until it names a
