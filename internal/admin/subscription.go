@@ -32,8 +32,10 @@ type Subscription struct {
 	TenantID string
 	// Name (≤256) and Description (≤1024) are left out of the record when "".
 	Name, Description string
-	// URL is the http(s) endpoint (≤2048). Admin's security policy
-	// (https-only, blocked CIDRs) is not applied: tests deliver to loopback.
+	// URL is the http(s) endpoint (≤2048), or a transport plugin's URL
+	// when the Writer allows its scheme (AllowSchemes). Admin's security
+	// policy (https-only, blocked CIDRs) is not applied: tests deliver to
+	// loopback.
 	URL string
 	// EventTypes is always written: nil as null, empty as []. At least one
 	// of EventTypes and EventCategories must be non-empty.
@@ -77,7 +79,10 @@ const (
 // checks that keep a record usable: headers that can be sent (no CR/LF) and
 // ids that are safe inside a Redis key. It does not check the URL against
 // admin's webhook-security policy.
-func (s Subscription) Validate() error {
+func (s Subscription) Validate() error { return s.validate(nil) }
+
+// validate is Validate accepting URLs with the extra schemes too.
+func (s Subscription) validate(extraSchemes []string) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if s.ID != "" {
@@ -96,7 +101,7 @@ func (s Subscription) Validate() error {
 	if javaLen(s.Description) > maxDescriptionLen {
 		bad("description is longer than %d characters", maxDescriptionLen)
 	}
-	if err := checkURL(s.URL); err != nil {
+	if err := checkURL(s.URL, extraSchemes); err != nil {
 		errs = append(errs, err)
 	}
 	if len(s.EventTypes) == 0 && len(s.EventCategories) == 0 {
@@ -255,7 +260,11 @@ func appendJavaDouble(b []byte, v float64) []byte {
 	return b
 }
 
-func checkURL(raw string) error {
+// checkURL applies admin's URL rules to http(s) URLs. A URL with one of
+// extraSchemes (a transport plugin's: nats, sqs) needs a host or a path;
+// its transport checks the rest when it delivers. Errors never quote the
+// URL: it may carry a password.
+func checkURL(raw string, extraSchemes []string) error {
 	if strings.TrimSpace(raw) == "" {
 		return errors.New("url is required")
 	}
@@ -264,13 +273,21 @@ func checkURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("url is malformed: %w", err)
+		return errors.New("url is malformed: it does not parse as a URL")
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %s: only HTTP(S) URLs are allowed", strconv.Quote(raw))
-	}
-	if u.Hostname() == "" {
-		return fmt.Errorf("url %s: no host in URL", strconv.Quote(raw))
+	switch scheme := strings.ToLower(u.Scheme); {
+	case u.Scheme == "http" || u.Scheme == "https":
+		if u.Hostname() == "" {
+			return fmt.Errorf("url (%s): no host in URL", u.Scheme)
+		}
+	case scheme != "" && slices.Contains(extraSchemes, scheme):
+		if u.Opaque != "" || (u.Host == "" && strings.Trim(u.Path, "/") == "") {
+			return fmt.Errorf("url (%s): needs a host or a path (%s://host/path)", scheme, scheme)
+		}
+	case len(extraSchemes) > 0:
+		return fmt.Errorf("url scheme %s is not allowed: use http, https, %s", strconv.Quote(u.Scheme), strings.Join(extraSchemes, ", "))
+	default:
+		return fmt.Errorf("url scheme %s: only HTTP(S) URLs are allowed", strconv.Quote(u.Scheme))
 	}
 	return nil
 }

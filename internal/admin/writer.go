@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,9 +23,10 @@ var ErrSubscriptionNotFound = errors.New("admin: subscription not found")
 // It is safe for concurrent use. Like admin, it never uses transactions
 // beyond the Lua scripts admin uses, so the same races exist.
 type Writer struct {
-	rdb redis.UniversalClient
-	key *proto.SecretKey
-	now func() time.Time
+	rdb     redis.UniversalClient
+	key     *proto.SecretKey
+	now     func() time.Time
+	schemes []string // URL schemes allowed besides http(s), lower case
 
 	saveEvent, saveWebhook, deleteWebhook, saveAndEnqueueOnce *redis.Script
 }
@@ -46,6 +48,19 @@ func NewWriter(rdb redis.UniversalClient, key *proto.SecretKey) *Writer {
 	}
 }
 
+// AllowSchemes returns a Writer like w whose CreateSubscription also
+// accepts URLs with these schemes (nats, sqs: transport plugins'), which
+// admin's API refuses. `jetrelay subscriptions create` uses it; the records
+// are otherwise exactly admin's.
+func (w *Writer) AllowSchemes(schemes ...string) *Writer {
+	c := *w
+	c.schemes = slices.Clone(w.schemes)
+	for _, s := range schemes {
+		c.schemes = append(c.schemes, strings.ToLower(s))
+	}
+	return &c
+}
+
 // CreateSubscription stores s as admin's create does (contract §5.5):
 // SaveWebhookLua indexes webhook:{id} under webhooks:{owner} and
 // webhooks:_all, then a separate SET stores the signing secret under
@@ -53,7 +68,7 @@ func NewWriter(rdb redis.UniversalClient, key *proto.SecretKey) *Writer {
 // either when s leaves it empty. It does not emit webhook.created
 // (see WebhookCreatedEvent).
 func (w *Writer) CreateSubscription(ctx context.Context, s Subscription) (id, secret string, err error) {
-	if err := s.Validate(); err != nil {
+	if err := s.validate(w.schemes); err != nil {
 		return "", "", err
 	}
 	if s.ID == "" {
