@@ -48,6 +48,8 @@ func ParseSecretKey(b64 string) (*SecretKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proto: encryption key is not valid base64: %w", err)
 	}
+	// The cipher keeps its own key schedule; the decoded bytes are wiped.
+	defer clear(raw)
 	if len(raw) != secretKeyBytes {
 		return nil, fmt.Errorf("proto: encryption key must be 32 bytes (256 bits), got %d", len(raw))
 	}
