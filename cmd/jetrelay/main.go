@@ -33,6 +33,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "subscriptions":
+		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -60,6 +62,7 @@ Commands:
   run       run the bridge (Redis dispatch:pending → JetStream) and the engine (JetStream → destinations)
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
+  subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.
