@@ -35,6 +35,7 @@ type Bridge struct {
 	heartbeatKey  string
 
 	adoptScript   *redis.Script
+	forgetScript  *redis.Script
 	requeueScript *redis.Script
 
 	running atomic.Bool
@@ -66,6 +67,7 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 		processingKey: processingPrefix + cfg.InstanceID,
 		heartbeatKey:  heartbeatPrefix + cfg.InstanceID,
 		adoptScript:   redis.NewScript(adoptLua),
+		forgetScript:  redis.NewScript(forgetBridgeLua),
 		requeueScript: redis.NewScript(requeueRetryBatchLua),
 	}, nil
 }
@@ -147,7 +149,9 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				b.log.Warn("orphan scan failed; retrying next period", "err", err)
 			}
-			nextAdopt = now.Add(b.cfg.HeartbeatTTL)
+			// Scanning at a third of the TTL bounds how long a dead
+			// bridge's ids wait: TTL plus a third, not two TTLs.
+			nextAdopt = now.Add(b.cfg.HeartbeatTTL / 3)
 			if n > 0 {
 				needDrain = true
 				continue

@@ -91,6 +91,8 @@ func TestRun_AdoptsTheListOfADeadInstanceButNotOfALiveOne(t *testing.T) {
 	e.lpush(t, "dispatch:processing:dead", dead)
 	e.lpush(t, "dispatch:processing:alive", alive)
 	e.rdb.Set(ctx, "jetrelay:bridge:alive", "x", time.Minute)
+	// Both ran once, so both are in the registry of bridges.
+	e.rdb.SAdd(ctx, "jetrelay:bridges", "dead", "alive")
 	// The reference service's companions of its own list: not lists, never touched.
 	e.rdb.ZAdd(ctx, "dispatch:processing:claimed_at", redis.Z{Score: 1, Member: "dlv_legacy_00000"})
 	e.rdb.HSet(ctx, "dispatch:processing:claim_owner", "dlv_legacy_00000", "tok")
@@ -113,6 +115,14 @@ func TestRun_AdoptsTheListOfADeadInstanceButNotOfALiveOne(t *testing.T) {
 	if s := b.Stats(); s.Adopted != 3 {
 		t.Errorf("stats = %+v, want 3 adopted", s)
 	}
+	// The dead instance, now empty, leaves the registry; the live one stays.
+	eventually(t, 10*time.Second, "the dead bridge to leave the registry", func() bool {
+		ok, _ := e.rdb.SIsMember(ctx, "jetrelay:bridges", "dead").Result()
+		return !ok
+	})
+	if ok, _ := e.rdb.SIsMember(ctx, "jetrelay:bridges", "alive").Result(); !ok {
+		t.Error("a live bridge was dropped from the registry")
+	}
 }
 
 func TestRun_AdoptsALiveInstancesListOnceItsHeartbeatExpires(t *testing.T) {
@@ -124,6 +134,7 @@ func TestRun_AdoptsALiveInstancesListOnceItsHeartbeatExpires(t *testing.T) {
 	e.lpush(t, "dispatch:processing:dead", dead)
 	e.lpush(t, "dispatch:processing:other", later)
 	e.rdb.Set(ctx, "jetrelay:bridge:other", "x", 2*time.Second)
+	e.rdb.SAdd(ctx, "jetrelay:bridges", "dead", "other")
 
 	b := e.newBridge(t, bridge.Config{HeartbeatTTL: time.Second})
 	start(t, b)

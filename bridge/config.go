@@ -18,6 +18,9 @@ const (
 	keyLegacyProcessing = "dispatch:processing"
 	processingPrefix    = "dispatch:processing:"
 	heartbeatPrefix     = "jetrelay:bridge:"
+	// bridgesKey is the SET of bridge instance ids that ever ran; a member
+	// whose heartbeat expired and whose processing list is empty is removed.
+	bridgesKey = "jetrelay:bridges"
 )
 
 // Defaults applied by New.
@@ -26,7 +29,7 @@ const (
 	DefaultBlockTimeout   = time.Second
 	DefaultRetryPoll      = time.Second
 	DefaultDeferredPoll   = 250 * time.Millisecond
-	DefaultHeartbeatTTL   = 30 * time.Second
+	DefaultHeartbeatTTL   = 15 * time.Second
 	DefaultPublishTimeout = 5 * time.Second
 )
 

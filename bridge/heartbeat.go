@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // heartbeatLoop keeps this instance's heartbeat key alive every TTL/3, so a
@@ -31,8 +33,15 @@ func (b *Bridge) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// beat writes the heartbeat key with its TTL. The value is for operators.
+// beat writes the heartbeat key with its TTL (the value is for operators)
+// and keeps this instance in the jetrelay:bridges registry, which is how
+// other bridges find processing lists to adopt without scanning Redis.
 func (b *Bridge) beat(ctx context.Context) error {
 	v := fmt.Sprintf("pid=%d beat_at_ms=%d", os.Getpid(), time.Now().UnixMilli())
-	return b.rdb.Set(ctx, b.heartbeatKey, v, b.cfg.HeartbeatTTL).Err()
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, b.heartbeatKey, v, b.cfg.HeartbeatTTL)
+		p.SAdd(ctx, bridgesKey, b.cfg.InstanceID)
+		return nil
+	})
+	return err
 }

@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // adoptChunk bounds how many ids one adopt script call moves, so adopting a
@@ -50,34 +49,41 @@ func (b *Bridge) drain(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// forgetBridgeLua drops a bridge from the registry once it is dead (no
+// heartbeat) and its processing list is empty, so the registry does not grow
+// with every pod name a deployment ever used.
+//
+//	KEYS = [jetrelay:bridges, its heartbeat, its processing list]  ARGV = [id]
+const forgetBridgeLua = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('LLEN', KEYS[3]) > 0 then return 0 end
+return redis.call('SREM', KEYS[1], ARGV[1])
+`
+
 // adoptOrphans moves into this instance's processing list the ids of every
-// other instance whose heartbeat has expired (and, when configured, the
-// reference service's plain dispatch:processing list). It returns how many
-// ids it adopted; the caller then drains them.
+// other registered instance whose heartbeat has expired (and, when
+// configured, the reference service's plain dispatch:processing list). It
+// returns how many ids it adopted; the caller then drains them. Instances
+// are found in the jetrelay:bridges registry, not by SCAN, which would walk
+// the whole keyspace (every event and delivery record) on each pass.
 func (b *Bridge) adoptOrphans(ctx context.Context) (int, error) {
 	total := 0
-	var cursor uint64
-	for {
-		// TYPE list skips the reference service's dispatch:processing:claimed_at
-		// ZSET and :claim_owner HASH.
-		keys, next, err := b.rdb.ScanType(ctx, cursor, processingPrefix+"*", 100, "list").Result()
+	ids, err := b.rdb.SMembers(ctx, bridgesKey).Result()
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", bridgesKey, err)
+	}
+	for _, owner := range ids {
+		if owner == b.cfg.InstanceID {
+			continue
+		}
+		list, heartbeat := processingPrefix+owner, heartbeatPrefix+owner
+		n, err := b.adoptList(ctx, list, heartbeat)
+		total += n
 		if err != nil {
-			return total, fmt.Errorf("scan processing lists: %w", err)
+			return total, err
 		}
-		for _, key := range keys {
-			owner := strings.TrimPrefix(key, processingPrefix)
-			if owner == b.cfg.InstanceID {
-				continue
-			}
-			n, err := b.adoptList(ctx, key, heartbeatPrefix+owner)
-			total += n
-			if err != nil {
-				return total, err
-			}
-		}
-		cursor = next
-		if cursor == 0 {
-			break
+		if err := b.forgetScript.Run(ctx, b.rdb, []string{bridgesKey, heartbeat, list}, owner).Err(); err != nil {
+			return total, fmt.Errorf("forget bridge %s: %w", owner, err)
 		}
 	}
 	if b.cfg.AdoptLegacyProcessing {

@@ -40,3 +40,20 @@ func TestReadyz_IsUnavailableWhileAnyCheckFailsAndNamesIt(t *testing.T) {
 		t.Errorf("/readyz after recovery = %d %v", code, body)
 	}
 }
+
+func TestReadyz_AnswersWithinItsBudgetWhenACheckHangs(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	h := Handler(map[string]Check{
+		"hangs": func(context.Context) error { <-block; return nil }, // ignores its context
+		"fine":  func(context.Context) error { return nil },
+	}, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	checks, _ := body["checks"].(map[string]any)
+	if rec.Code != http.StatusServiceUnavailable || checks["fine"] != "UP" || checks["hangs"] == "UP" {
+		t.Errorf("/readyz = %d %v; want 503 naming the check that did not answer", rec.Code, body)
+	}
+}
