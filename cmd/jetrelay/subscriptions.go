@@ -68,43 +68,49 @@ Run 'jetrelay subscriptions <subcommand> --help' for its flags.
 }
 
 // storeFlags are the Redis and secret-key settings every subcommand takes,
-// with the same variables and defaults as `jetrelay run`.
+// with the same variables and defaults as `jetrelay run`. A flag wins over
+// its variable; the variables are read only after parsing, so --help never
+// prints a password or the key as a default.
 type storeFlags struct {
-	cfg config.Config
-	key string
+	redisURL, redisHost, redisPort, redisPassword, key string
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	env := func(name, def string) string {
-		if v := os.Getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	port, err := strconv.Atoi(env("REDIS_PORT", "6379"))
-	if err != nil {
-		port = -1 // reported by open, naming the variable
-	}
-	fs.StringVar(&f.cfg.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL; overrides --redis-host/port/password (env REDIS_URL)")
-	fs.StringVar(&f.cfg.RedisHost, "redis-host", env("REDIS_HOST", "localhost"), "Redis host (env REDIS_HOST)")
-	fs.IntVar(&f.cfg.RedisPort, "redis-port", port, "Redis port (env REDIS_PORT)")
-	fs.StringVar(&f.cfg.RedisPassword, "redis-password", env("REDIS_PASSWORD", ""), "Redis password (env REDIS_PASSWORD)")
-	fs.StringVar(&f.key, "secret-key", env("WEBHOOK_SECRET_ENCRYPTION_KEY", ""), "base64 AES-256 key signing secrets are encrypted with (env WEBHOOK_SECRET_ENCRYPTION_KEY); empty stores them in plaintext")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis URL; overrides --redis-host/port/password (env REDIS_URL)")
+	fs.StringVar(&f.redisHost, "redis-host", "", "Redis host (env REDIS_HOST, default localhost)")
+	fs.StringVar(&f.redisPort, "redis-port", "", "Redis port (env REDIS_PORT, default 6379)")
+	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password (env REDIS_PASSWORD)")
+	fs.StringVar(&f.key, "secret-key", "", "base64 AES-256 key signing secrets are encrypted with (env WEBHOOK_SECRET_ENCRYPTION_KEY); none stores them in plaintext")
 }
 
 // open connects to Redis and parses the key. Its errors never echo a
 // password or the key.
 func (f *storeFlags) open() (*redis.Client, *proto.SecretKey, error) {
-	if f.cfg.RedisURL == "" && (f.cfg.RedisPort < 1 || f.cfg.RedisPort > 65535) {
+	setting := func(flagValue, env, def string) string {
+		for _, v := range []string{flagValue, os.Getenv(env)} {
+			if v != "" {
+				return v
+			}
+		}
+		return def
+	}
+	cfg := config.Config{
+		RedisURL:      setting(f.redisURL, "REDIS_URL", ""),
+		RedisHost:     setting(f.redisHost, "REDIS_HOST", "localhost"),
+		RedisPassword: setting(f.redisPassword, "REDIS_PASSWORD", ""),
+	}
+	port, err := strconv.Atoi(setting(f.redisPort, "REDIS_PORT", "6379"))
+	if cfg.RedisURL == "" && (err != nil || port < 1 || port > 65535) {
 		return nil, nil, errors.New("REDIS_PORT (--redis-port) must be a port number 1..65535")
 	}
-	opts, err := f.cfg.RedisOptions()
+	cfg.RedisPort = port
+	opts, err := cfg.RedisOptions()
 	if err != nil {
 		return nil, nil, err
 	}
 	var key *proto.SecretKey
-	if f.key != "" {
-		if key, err = proto.ParseSecretKey(f.key); err != nil {
+	if k := setting(f.key, "WEBHOOK_SECRET_ENCRYPTION_KEY", ""); k != "" {
+		if key, err = proto.ParseSecretKey(k); err != nil {
 			return nil, nil, fmt.Errorf("WEBHOOK_SECRET_ENCRYPTION_KEY (--secret-key): %w", err)
 		}
 	}
@@ -189,7 +195,7 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 	if s.DisableAfterFailures < 0 {
 		return errors.New("subscriptions create: --disable-after-failures must be at least 1")
 	}
-	generated := s.SigningSecret == ""
+	generated := strings.TrimSpace(s.SigningSecret) == "" // admin mints one for a blank secret
 	rdb, key, err := sf.open()
 	if err != nil {
 		return err

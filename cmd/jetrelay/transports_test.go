@@ -337,6 +337,14 @@ func TestSubscriptionsCLI_WritesAdminRecordsAndHidesCredentials(t *testing.T) {
 		t.Errorf("list does not show %s as PAUSED with its URL redacted:\n%s", id, out)
 	}
 
+	code, out = runBinary(t, map[string]string{"REDIS_PASSWORD": pw, "WEBHOOK_SECRET_ENCRYPTION_KEY": b.keyB64}, 15*time.Second, "subscriptions", "create", "--help")
+	if code != 0 || !strings.Contains(out, "-event-types") {
+		t.Errorf("create --help exited %d with:\n%s\nwant 0 and the flags", code, out)
+	}
+	if strings.Contains(out, pw) || strings.Contains(out, b.keyB64) {
+		t.Errorf("create --help shows the Redis password or the key from the environment:\n%s", out)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string
