@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -67,6 +68,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out := fs.String("out", "", "also write the result, the machine and the command to this Markdown file (e.g. docs/isolation.md)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	verbose := fs.Bool("v", false, "show jetrelay's own logs (info and above)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	run := sc.flags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: jetrelay bench --scenario NAME [flags]\n\nScenarios:\n")
@@ -88,6 +90,17 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv}
 	if *verbose {
 		b.verbose = stderr
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	started := time.Now()
 	rep, err := run(ctx, b)

@@ -78,7 +78,7 @@ func startBenchEnv(ctx context.Context, b *benchContext) (_ *benchEnv, err error
 		}
 		// Only tuning knobs pass through: the bench must never reach a
 		// Redis or NATS named in the caller's environment.
-		if strings.HasPrefix(k, "JETRELAY_") && k != "JETRELAY_NATS_LISTEN" {
+		if strings.HasPrefix(k, "JETRELAY_") {
 			return b.getenv(k)
 		}
 		return ""

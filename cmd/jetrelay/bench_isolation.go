@@ -113,6 +113,7 @@ type phaseResult struct {
 	heapPeak       uint64
 	peakAckPending int
 	warnings       map[string]int
+	timeline       []workSample
 }
 
 // healthyResult is the healthy subscriptions' side of a phase.
@@ -203,6 +204,13 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 	peakAck := env.consumerPeak(sampleCtx, 250*time.Millisecond)
 	heapPeak := sampleHeap(sampleCtx, 250*time.Millisecond)
 
+	timeline := env.timeline(sampleCtx, time.Second, func() int {
+		n := 0
+		for _, ep := range endpoints {
+			n += ep.Stats().Unique
+		}
+		return n
+	})
 	healthyLoad := newEmitted()
 	var wg sync.WaitGroup
 	var healthyErr, badErr error
@@ -235,7 +243,7 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 	res.peakRSS = peakRSS()
 	res.redisCPU = env.redisCPU(ctx)
 	stopSampling()
-	res.peakAckPending, res.heapPeak = <-peakAck, <-heapPeak
+	res.peakAckPending, res.heapPeak, res.timeline = <-peakAck, <-heapPeak, <-timeline
 	if withBad {
 		if res.bad, err = badResults(ctx, env, bad, badLoad); err != nil {
 			return nil, err
