@@ -21,6 +21,9 @@ type admission struct {
 	took   time.Duration
 }
 
+// reasonRetry marks a put-off that is a retry scheduled by the policy.
+const reasonRetry = "retry"
+
 // putOffReason says why and until when a delivery is put off.
 type putOffReason struct {
 	until  time.Time
@@ -30,11 +33,11 @@ type putOffReason struct {
 // admit takes an in-flight slot and the breaker's consent for a send to
 // subscription sub, or says how long to put the delivery off.
 func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admission, putOffReason, bool) {
-	ok, latency := e.inflight.acquire(ctx, sub)
+	ok, back := e.inflight.acquire(ctx, sub, e.cfg.BusyWaitMin)
 	if !ok {
-		// Come back about when a slot should be free again.
-		wait := min(max(latency, e.cfg.BusyWaitMin), e.cfg.BusyWaitMax)
-		return nil, putOffReason{spread(now.Add(wait), wait), "subscription_busy"}, false
+		// Come back about when a slot should be free again, at least
+		// BusyWaitMin from now.
+		return nil, putOffReason{later(back, now.Add(e.cfg.BusyWaitMin)), "subscription_busy"}, false
 	}
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {
@@ -56,20 +59,27 @@ func (a *admission) close() {
 	a.e.inflight.release(a.sub, a.took)
 }
 
-// putOff defers a delivery to until without consuming an attempt. A short
-// wait stays in JetStream (NakWithDelay); a longer one is parked in Redis
-// (jetrelay:deferred) and the work item acked, because a delayed nak holds
-// one of the consumer's MaxAckPending slots for its whole delay: thousands
-// of deliveries waiting on one dead endpoint would otherwise starve every
-// other subscription. The wait never extends past the stale cutoff, which
-// must still fail the delivery on time.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// putOff defers a delivery to until without consuming an attempt. It is
+// parked in Redis (jetrelay:deferred) and the work item acked, because a
+// delayed nak holds one of the consumer's MaxAckPending slots for its whole
+// delay: thousands of deliveries waiting on one dead endpoint would starve
+// every other subscription. Only a retry's short wait (ParkAfter or less)
+// stays in JetStream as a delayed nak, which costs less. The wait never
+// extends past the stale cutoff, which must still fail the delivery on time.
 func (e *Engine) putOff(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, until time.Time, reason string) settlement {
 	now := time.Now()
 	if stale := attemptedAt(rec.Delivery, now).Add(e.cfg.MaxDeliveryAge + time.Second); until.After(stale) {
 		until = stale
 	}
 	wait := until.Sub(now)
-	if wait <= e.cfg.ParkAfter {
+	if wait <= 0 || reason == reasonRetry && wait <= e.cfg.ParkAfter {
 		return nakAfter(wait)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)

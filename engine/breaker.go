@@ -95,9 +95,11 @@ func (s *breakers) admit(id string, now time.Time) (done func(error), wait time.
 	}
 	done, err := b.cb.Allow()
 	if err != nil {
-		// Open (gobreaker's own clock lagging ours by a hair) or half-open
-		// with its probe already out: look again after a short while.
-		return nil, spread(now.Add(min(s.cfg.OpenFor, 5*time.Second)), s.cfg.OpenFor), false
+		// Half-open with its probe already out (or gobreaker's own clock
+		// lagging ours by a hair): the probe decides within moments whether
+		// the breaker closes or opens for longer; look again a period on.
+		period := s.openPeriod(b)
+		return nil, spread(now.Add(period), period), false
 	}
 	return done, time.Time{}, true
 }
@@ -189,11 +191,13 @@ func (s *breakers) openFor(trips int32) time.Duration {
 
 func (s *breakers) openPeriod(b *breaker) time.Duration { return s.openFor(max(b.trips.Load(), 1)) }
 
-// spread returns a time in [at, at+period/4): deliveries put off together
-// come back spread out instead of as one wall in front of other work.
+// spread returns a time in [at, at+period): deliveries put off together
+// come back spread over a period instead of as one wall in front of other
+// work (a half-open probe decides the breaker early in that period; the
+// rest then see it closed, or open again for longer).
 func spread(at time.Time, period time.Duration) time.Time {
-	if q := int64(period / 4); q > 0 {
-		return at.Add(time.Duration(rand.Int64N(q)))
+	if p := int64(period); p > 0 {
+		return at.Add(time.Duration(rand.Int64N(p)))
 	}
 	return at
 }

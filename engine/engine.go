@@ -36,8 +36,7 @@ type Config struct {
 	Breaker         BreakerConfig
 	MaxInFlight     int           // concurrent sends to one subscription per replica, default Workers/4 (at least 1)
 	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at MaxInFlight, default 1s
-	BusyWaitMax     time.Duration // longest such put-off, default 30s
-	ParkAfter       time.Duration // put-offs and retries longer than this are parked in Redis instead of a delayed nak, default 5s
+	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every other put-off, are parked in Redis. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
 	InactiveRecheck time.Duration // how often a deferred delivery of an inactive subscription looks again, default 60s
 }
@@ -72,9 +71,9 @@ func (c Config) withDefaults() Config {
 		c.DrainTimeout = 25 * time.Second
 	}
 	if c.AttemptTimeout <= 0 {
-		// Leave a quarter of AckWait for the item's wait in the client
-		// buffer and its outcome write (the keep-alive covers the rest).
-		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait-c.Queue.AckWait/4)
+		// About half of AckWait: an item may wait in the client's buffer
+		// behind one such send before its first keep-alive.
+		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait/2+5*time.Second)
 	}
 	if c.InfraRetryMin <= 0 {
 		c.InfraRetryMin = time.Second
@@ -98,11 +97,8 @@ func (c Config) withDefaults() Config {
 	if c.BusyWaitMin <= 0 {
 		c.BusyWaitMin = time.Second
 	}
-	if c.BusyWaitMax < c.BusyWaitMin {
-		c.BusyWaitMax = max(30*time.Second, c.BusyWaitMin)
-	}
 	if c.ParkAfter <= 0 {
-		c.ParkAfter = 5 * time.Second
+		c.ParkAfter = time.Second
 	}
 	if c.InactivePolicy == "" {
 		c.InactivePolicy = InactiveDefer

@@ -20,9 +20,10 @@ type inflight struct {
 }
 
 type subLoad struct {
-	slots   chan struct{} // one token per running send
-	users   int           // goroutines holding or waiting for a slot; the entry goes at 0
-	latency time.Duration // moving average of recent sends
+	slots    chan struct{} // one token per running send
+	users    int           // goroutines holding or waiting for a slot; the entry goes at 0
+	latency  time.Duration // moving average of recent sends
+	nextFree time.Time     // when the last delivery turned away can expect a slot
 }
 
 func newInflight(max int, waitFor time.Duration) *inflight {
@@ -31,9 +32,12 @@ func newInflight(max int, waitFor time.Duration) *inflight {
 
 // acquire takes a send slot for subscription id. If none is free and the
 // subscription answers quickly, it waits up to waitFor for one. Otherwise it
-// returns false with the subscription's recent latency (about the time until
-// a slot frees).
-func (l *inflight) acquire(ctx context.Context, id string) (bool, time.Duration) {
+// returns false and the time the delivery should come back: deliveries
+// turned away queue up virtually behind each other, one send time divided by
+// the limit apart (guess stands in for the send time until one came back),
+// so ten thousand deliveries to a slow endpoint come back about as fast as
+// it can take them, not all at once.
+func (l *inflight) acquire(ctx context.Context, id string, guess time.Duration) (bool, time.Time) {
 	l.mu.Lock()
 	s := l.m[id]
 	if s == nil {
@@ -46,7 +50,7 @@ func (l *inflight) acquire(ctx context.Context, id string) (bool, time.Duration)
 
 	select {
 	case s.slots <- struct{}{}:
-		return true, 0
+		return true, time.Time{}
 	default:
 	}
 	// Only a subscription known to answer fast is worth a worker's wait; one
@@ -56,13 +60,25 @@ func (l *inflight) acquire(ctx context.Context, id string) (bool, time.Duration)
 		defer t.Stop()
 		select {
 		case s.slots <- struct{}{}:
-			return true, 0
+			return true, time.Time{}
 		case <-t.C:
 		case <-ctx.Done():
 		}
 	}
+	if latency == 0 {
+		latency = guess
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if s.nextFree.Before(now) {
+		s.nextFree = now.Add(latency)
+	} else {
+		s.nextFree = s.nextFree.Add(latency / time.Duration(l.max))
+	}
+	back := s.nextFree
+	l.mu.Unlock()
 	l.leave(id, s, 0)
-	return false, latency
+	return false, back
 }
 
 // release returns a slot, folding the send's latency (0: no send) into the

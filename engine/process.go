@@ -87,14 +87,15 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 	_ = m.Term()
 }
 
-// keepAlive tells the server the item is still being worked on, at once
-// (it may have waited in the client's buffer) and then every AckWait/3, so a
-// slow send never outlives AckWait and reaches a second replica. stop waits
-// for the ticker to finish: an in-progress signal sent after the final nak
-// would reset the nak's delay on the server.
+// keepAlive tells the server the item is still being worked on every
+// AckWait/4, so a slow send never outlives AckWait and reaches a second
+// replica. An item may first wait in the client's buffer (at most Workers
+// items, each behind a send bounded by AttemptTimeout ≤ AckWait/2 + 5 s),
+// so the first signal still comes in time. stop waits for the ticker to
+// finish: an in-progress signal sent after the final nak would reset the
+// nak's delay on the server.
 func (e *Engine) keepAlive(m jetstream.Msg) (stop func()) {
-	_ = m.InProgress()
-	every := e.cfg.Queue.AckWait / 3
+	every := e.cfg.Queue.AckWait / 4
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {

@@ -220,7 +220,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		return ack()
 	}
 	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
-	return e.putOff(ctx, log, md, rec, next, "retry")
+	return e.putOff(ctx, log, md, rec, next, reasonRetry)
 }
 
 // fail marks the delivery FAILED without a send (stale, missing event or

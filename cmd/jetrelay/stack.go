@@ -36,8 +36,10 @@ type stack struct {
 	log       *slog.Logger
 	rdb       *redis.Client
 	embedded  *natsserver.Server
-	nc        *nats.Conn
+	nc        *nats.Conn // bridge and natsink
 	js        jetstream.JetStream
+	engineNC  *nats.Conn // engine: pulls, acks, in-progress signals
+	engineJS  jetstream.JetStream
 	bridge    *bridge.Bridge
 	engine    *engine.Engine
 	webhook   *webhook.Transport
@@ -86,17 +88,14 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			return nil, fmt.Errorf("embedded NATS: %w", err)
 		}
 		log.Info("embedded JetStream started", "store_dir", dir, "listen", orNone(s.embedded.ClientURL()))
-		s.nc, err = s.embedded.Connect(nats.Name("jetrelay"))
-	} else {
-		s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("jetrelay"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
-			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "server", c.ConnectedUrlRedacted()) }))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS: %w", err)
+	// Two connections: the bridge's publishing (and the natsink transport)
+	// on one, the engine's pulls, acks and in-progress signals on the other,
+	// so neither waits behind the other's writes on a shared connection.
+	if s.nc, s.js, err = s.connect(cfg, log, "jetrelay"); err != nil {
+		return nil, err
 	}
-	// The bridge counts on a lost PubAck freeing its async-publish slot.
-	if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncTimeout(10*time.Second)); err != nil {
+	if s.engineNC, s.engineJS, err = s.connect(cfg, log, "jetrelay-engine"); err != nil {
 		return nil, err
 	}
 
@@ -155,7 +154,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		}
 		s.registry.Register("http", s.webhook)
 		s.registry.Register("https", s.webhook)
-		s.engine, err = engine.New(store.New(s.rdb), s.js, s.registry, engine.Config{
+		s.engine, err = engine.New(store.New(s.rdb), s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"),
 			Breaker:     engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
@@ -238,9 +237,11 @@ func (s *stack) close() {
 	if s.webhook != nil {
 		s.webhook.Close()
 	}
-	if s.nc != nil {
-		_ = s.nc.Drain()
-		s.nc.Close()
+	for _, nc := range []*nats.Conn{s.engineNC, s.nc} {
+		if nc != nil {
+			_ = nc.Drain()
+			nc.Close()
+		}
 	}
 	if s.embedded != nil {
 		s.embedded.Shutdown()
@@ -248,6 +249,32 @@ func (s *stack) close() {
 	if s.rdb != nil {
 		_ = s.rdb.Close()
 	}
+}
+
+// connect opens one NATS connection (in-process to the embedded server, or
+// to NATS_URL with endless reconnects) and its JetStream context.
+func (s *stack) connect(cfg *config.Config, log *slog.Logger, name string) (*nats.Conn, jetstream.JetStream, error) {
+	var nc *nats.Conn
+	var err error
+	if s.embedded != nil {
+		nc, err = s.embedded.Connect(nats.Name(name))
+	} else {
+		nc, err = nats.Connect(cfg.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "connection", name, "err", err) }),
+			nats.ReconnectHandler(func(c *nats.Conn) {
+				log.Info("NATS reconnected", "connection", name, "server", c.ConnectedUrlRedacted())
+			}))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	// The bridge counts on a lost PubAck freeing its async-publish slot.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
 
 // retryUntil retries op with capped backoff until it succeeds or ctx ends,

@@ -121,7 +121,7 @@ func options() []option {
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
 		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "concurrent sends to one subscription per replica (0: a quarter of the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
-		{"JETRELAY_PARK_AFTER", "park-after", "5s", "waits longer than this (retries, open breakers) are parked in Redis instead of holding a JetStream ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every breaker, busy or paused-subscription wait) are parked in Redis instead of holding a JetStream ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
