@@ -19,8 +19,9 @@ stop that.
   timeout, ` + "`JETRELAY_HTTP_REQUEST_TIMEOUT`" + `). A further delivery to a
   subscription at its limit is not queued behind it: if the subscription
   answers fast (under 100 ms on average) the worker waits briefly for a slot,
-  otherwise the delivery is put off, without using an attempt, for about the
-  subscription's recent send time (1 s to 30 s).
+  otherwise the delivery is put off, without using an attempt: deliveries
+  turned away queue up virtually, one recent send time divided by the limit
+  apart, so they come back about as fast as the endpoint can take them.
 - **Circuit breaker per subscription** (` + "`JETRELAY_BREAKER_THRESHOLD`" + `,
   ` + "`JETRELAY_BREAKER_OPEN`" + `, ` + "`JETRELAY_BREAKER_MAX_OPEN`" + `). After that many
   consecutive failed attempts (no answer, 5xx, 408, 429) the subscription's
@@ -28,15 +29,15 @@ stop that.
   without using attempts, so a dead endpoint costs no sends and no workers.
   Then one probe goes out; its success closes the breaker, its failure opens
   it again for twice as long (up to the cap).
-- **Parking** (` + "`JETRELAY_PARK_AFTER`" + `). A delivery put off for longer than
-  this (an open breaker, a busy slow subscription, a long retry backoff) is
-  written to the Redis sorted set ` + "`jetrelay:deferred`" + ` and its work item is
+- **Parking** (` + "`JETRELAY_PARK_AFTER`" + `). Every put-off (an open breaker, a
+  busy slow subscription, an inactive subscription) and every retry backoff
+  longer than this is written to the Redis sorted set ` + "`jetrelay:deferred`" + ` and its work item is
   acked, instead of being nak'ed with a delay: a delayed nak keeps holding one
   of the consumer's ` + "`MaxAckPending`" + ` slots for the whole delay, so tens of
   thousands of deliveries waiting for one dead endpoint would otherwise fill
   them and starve every other subscription. The bridge brings parked
   deliveries back to JetStream in bounded batches when they are due.
-  Shorter put-offs stay delayed naks and do hold a slot while they wait.
+  Only retry backoffs up to this long stay delayed naks (and hold a slot).
 
 What remains shared is the machine: every put-off still costs a fetch, a
 Redis read and a nak or a park, and the bridge moves every queued delivery
