@@ -50,6 +50,7 @@ type envOptions struct {
 	handler   http.Handler // extra receiver routes under /custom/
 	engine    func(*engine.Config)
 	timeout   time.Duration // webhook request timeout, default 2s
+	ackWait   time.Duration // consumer AckWait, default 5s
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -68,7 +69,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Cleanup(srv.Close)
 	e.base = srv.URL
 
-	e.qc = queue.Config{AckWait: 5 * time.Second}.WithDefaults()
+	if o.ackWait == 0 {
+		o.ackWait = 5 * time.Second
+	}
+	e.qc = queue.Config{AckWait: o.ackWait}.WithDefaults()
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Second
 	}

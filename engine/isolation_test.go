@@ -107,3 +107,28 @@ func TestIsolation_BlackHoleHoldsAtMostItsInFlightLimitWhileOthersFlow(t *testin
 		t.Error("the black hole holds nothing: the test did not exercise it")
 	}
 }
+
+func TestScaleOut_ASendSlowerThanAckWaitIsKeptAliveAndNotSentTwice(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select { // answers after 3 AckWaits' worth of time
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	e := newEnv(t, envOptions{handler: slow, ackWait: time.Second, timeout: 10 * time.Second,
+		engine: func(c *engine.Config) { c.AttemptTimeout = 10 * time.Second }})
+	sub, _, _ := e.subscribe(t, "/custom/slow", nil, nil)
+	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
+	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
+	if rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+		t.Fatalf("record = %s", rec.Raw)
+	}
+	e.idle(t)
+	if n := requests.Load(); n != 1 {
+		t.Errorf("the receiver got %d requests; in-progress acks must keep a slow send from being redelivered", n)
+	}
+}
