@@ -151,12 +151,11 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		return e.fail(ctx, log, md, rec, msg, "stale")
 	}
 	if d.Status == proto.DeliveryRetrying && d.NextRetryAt != nil {
-		// An early copy (a lost nak, a legacy retry entry): wait for the
-		// scheduled time instead of sending ahead of the backoff, but never
-		// past the stale cutoff, which must still fail it on time.
-		if wait := d.NextRetryAt.Sub(now); wait > 100*time.Millisecond {
-			untilStale := attemptedAt(d, now).Add(e.cfg.MaxDeliveryAge).Sub(now) + time.Second
-			return nakAfter(min(wait, untilStale))
+		// An early copy (a lost nak, a duplicate, a legacy retry entry):
+		// wait for the scheduled time instead of sending ahead of the
+		// backoff (putOff stops at the stale cutoff, and parks long waits).
+		if d.NextRetryAt.Sub(now) > 100*time.Millisecond {
+			return e.putOff(ctx, log, md, rec, d.NextRetryAt.Time, reasonRetry)
 		}
 	}
 
