@@ -147,7 +147,9 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		// included), falling back to the environment for AWS_* variables.
 		s.registry, err = transport.OpenRegistry(ctx, transport.Env{
 			Getenv: cfg.Getenv, Logger: log.With("component", "transport"),
-			Shared: map[any]any{natsink.EngineConn{}: s.nc},
+			// Drivers that dial tenant-chosen hosts (natsink, sqs) vet them
+			// with the same SSRF guard as the webhook transport.
+			Shared: map[any]any{natsink.EngineConn{}: s.nc, transport.DialerKey{}: transport.DialFunc(s.guard.DialContext)},
 		})
 		if err != nil {
 			return nil, err

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,12 +41,18 @@ type Config struct {
 	// StreamCacheTTL is how long a subject's stream (or its absence) is
 	// remembered. Default 10s.
 	StreamCacheTTL time.Duration
+	// Dial, if set, opens every connection to a server a URL names, first
+	// connects and reconnects alike (the host's SSRF guard). nats.go then
+	// resolves nothing itself, so the dialer vets the address it connects
+	// to. A refusal wrapped by transport.Blocked fails the delivery as
+	// blocked. Nil: plain TCP dials.
+	Dial transport.DialFunc
 }
 
 func init() {
 	transport.Register("nats", transport.DriverFunc(func(_ context.Context, env transport.Env) (transport.Transport, error) {
 		nc, _ := env.Shared[EngineConn{}].(*nats.Conn)
-		return New(Config{Conn: nc})
+		return New(Config{Conn: nc, Dial: env.Dialer()})
 	}))
 }
 
@@ -66,6 +74,40 @@ type server struct {
 	conn  *nats.Conn
 	js    jetstream.JetStream
 	err   error
+	dial  *policyDialer // nil for the engine's connection or without Config.Dial
+}
+
+// policyDialer adapts Config.Dial to nats.go's context-free CustomDialer and
+// remembers the latest refusal, which nats.go would otherwise report only
+// as a failed connect (or, while reconnecting, not at all).
+type policyDialer struct {
+	dial    transport.DialFunc
+	timeout time.Duration
+	blocked atomic.Pointer[error] // the last dial's refusal; nil after a dial that was not refused
+}
+
+// Dial implements nats.CustomDialer.
+func (d *policyDialer) Dial(network, address string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	defer cancel()
+	conn, err := d.dial(ctx, network, address)
+	if errors.Is(err, transport.ErrBlocked) {
+		d.blocked.Store(&err)
+	} else {
+		d.blocked.Store(nil)
+	}
+	return conn, err
+}
+
+// refusal returns the last dial's refusal, or nil.
+func (d *policyDialer) refusal() error {
+	if d == nil {
+		return nil
+	}
+	if p := d.blocked.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 type streamKey struct {
@@ -141,6 +183,11 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 	start := time.Now()
 	s, err := t.server(ctx, target.server)
 	if err != nil {
+		return transport.Result{Latency: time.Since(start)}, err
+	}
+	if err := s.dial.refusal(); err != nil && !s.conn.IsConnected() {
+		// The server's address moved into a blocked range since the first
+		// connect (rebinding, a tightened policy): reconnects are refused.
 		return transport.Result{Latency: time.Since(start)}, err
 	}
 	inStream, err := t.inStream(ctx, s.js, target.subject)
@@ -223,8 +270,16 @@ func (t *Transport) server(ctx context.Context, key string) (*server, error) {
 
 func (t *Transport) connect(key string, s *server) {
 	defer close(s.ready)
-	nc, err := nats.Connect(key, nats.Name("jetrelay-natsink"), nats.Timeout(t.cfg.ConnectTimeout),
-		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	opts := []nats.Option{nats.Name("jetrelay-natsink"), nats.Timeout(t.cfg.ConnectTimeout),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	if t.cfg.Dial != nil {
+		// Every dial, to servers the named one advertises too, goes through
+		// the policy; nats.go must not resolve the name itself, or the
+		// dialer would see an address instead of the host it has to vet.
+		s.dial = &policyDialer{dial: t.cfg.Dial, timeout: t.cfg.ConnectTimeout}
+		opts = append(opts, nats.SetCustomDialer(s.dial), nats.SkipHostLookup())
+	}
+	nc, err := nats.Connect(key, opts...)
 	if err == nil {
 		s.js, err = jetstream.New(nc)
 	}
@@ -238,6 +293,10 @@ func (t *Transport) connect(key string, s *server) {
 		t.mu.Unlock()
 		if nc != nil {
 			nc.Close()
+		}
+		if blocked := s.dial.refusal(); blocked != nil {
+			s.err = blocked // "Blocked by SSRF policy: ...", as for a webhook
+			return
 		}
 		s.err = fmt.Errorf("natsink: cannot connect to the NATS server: %s", connectReason(err))
 		return
