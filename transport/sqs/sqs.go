@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -32,7 +35,7 @@ const maxAttributes = 10
 
 func init() {
 	transport.Register("sqs", transport.DriverFunc(func(ctx context.Context, env transport.Env) (transport.Transport, error) {
-		return New(ctx, Config{Endpoint: env.Setting(SettingEndpoint), Region: env.Setting(SettingRegion)})
+		return New(ctx, Config{Endpoint: env.Setting(SettingEndpoint), Region: env.Setting(SettingRegion), Dial: env.Dialer()})
 	}))
 }
 
@@ -47,6 +50,13 @@ type Config struct {
 	Region string
 	// Credentials overrides the standard AWS credential chain.
 	Credentials aws.CredentialsProvider
+	// Dial, if set, opens the SDK's connections when Endpoint is empty (the
+	// host's SSRF guard). The host dialled is then sqs.<region>.amazonaws.com
+	// with the region taken from the tenant's queue URL, so the address
+	// it resolves to is vetted like a webhook's; no proxy is used, since a
+	// proxy would dial past the check. An Endpoint is the operator's
+	// choice and is dialled as configured.
+	Dial transport.DialFunc
 }
 
 // Transport sends deliveries to SQS queues. It is safe for concurrent use.
@@ -83,12 +93,48 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		t.queueScheme = u.Scheme
 		endpoint = aws.String(cfg.Endpoint)
 	}
+	var httpClient *http.Client
+	if cfg.Dial != nil && endpoint == nil {
+		httpClient = guardedClient(awsCfg.HTTPClient, cfg.Dial)
+	}
 	t.client = awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) {
 		o.BaseEndpoint = endpoint
 		o.Retryer = aws.NopRetryer{} // the engine owns retries
+		if httpClient != nil {
+			o.HTTPClient = httpClient
+		}
 	})
 	return t, nil
 }
+
+// guardedClient is the SDK's HTTP client with every connection opened by
+// dial and no proxy. It is a plain *http.Client on purpose: the SDK
+// re-applies its dialer settings to a BuildableClient, which would replace
+// dial. The base transport keeps the AWS configuration's TLS settings
+// (AWS_CA_BUNDLE).
+func guardedClient(base aws.HTTPClient, dial transport.DialFunc) *http.Client {
+	b, ok := base.(*awshttp.BuildableClient)
+	if !ok {
+		b = awshttp.NewBuildableClient()
+	}
+	tr := b.GetTransport()
+	tr.Proxy = nil
+	tr.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if errors.Is(err, transport.ErrBlocked) {
+			err = &refusedDial{err}
+		}
+		return conn, err
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// refusedDial marks the policy's refusal so that Deliver can find it under
+// the SDK's wrapping and report it as it is.
+type refusedDial struct{ err error }
+
+func (e *refusedDial) Error() string { return e.err.Error() }
+func (e *refusedDial) Unwrap() error { return e.err }
 
 // Deliver sends req as one SQS message and classifies the answer: a
 // MessageId is Delivered; a throttling error Throttled; any other error
@@ -114,6 +160,10 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 	latency := time.Since(start)
 	if err == nil {
 		return transport.Result{Outcome: transport.Delivered, StatusCode: 200, Latency: latency}, nil
+	}
+	if refused := (*refusedDial)(nil); errors.As(err, &refused) {
+		// "Blocked by SSRF policy: ...", as for a webhook; still Blocked.
+		return transport.Result{Latency: latency}, refused.err
 	}
 	var apiErr smithy.APIError
 	var respErr *smithyhttp.ResponseError
