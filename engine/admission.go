@@ -87,6 +87,9 @@ func (e *Engine) putOff(ctx context.Context, log *slog.Logger, md *jetstream.Msg
 	if err := e.store.Defer(wctx, rec.DeliveryID, until); err != nil {
 		return e.infraRetry(log, md, err)
 	}
+	if reason != reasonRetry {
+		e.obs.Postponed(reason)
+	}
 	log.Debug("delivery put off", "reason", reason, "until", until)
 	return ack()
 }

@@ -31,6 +31,7 @@ type Config struct {
 	MaxRetryAfter  time.Duration    // cap on a receiver's Retry-After, default 1h
 	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
 	Logger         *slog.Logger
+	Observer       Observer // told of every decision (metrics); nil: nobody
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
@@ -90,6 +91,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	c.Breaker = c.Breaker.withDefaults()
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = max(1, c.Workers/4)
@@ -116,6 +120,7 @@ type Engine struct {
 	js        jetstream.JetStream
 	transport *transport.Registry
 	log       *slog.Logger
+	obs       Observer
 	successes *successLedger
 	breakers  *breakers
 	inflight  *inflight
@@ -129,7 +134,7 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 		return nil, errors.New("engine: store, JetStream and transport registry are required")
 	}
 	cfg = cfg.withDefaults()
-	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger}
+	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger, obs: cfg.Observer}
 	if cfg.InactivePolicy != InactiveDefer && cfg.InactivePolicy != InactiveFail {
 		return nil, fmt.Errorf("engine: inactive policy must be %q or %q, got %q", InactiveDefer, InactiveFail, cfg.InactivePolicy)
 	}

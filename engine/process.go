@@ -140,6 +140,7 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 	}
 	d := rec.Delivery
 	log = log.With("subscription_id", d.SubscriptionID, "event_id", d.EventID)
+	lab := Labels{EventType: d.EventType}
 	if d.Status.Terminal() {
 		log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
 		return ack()
@@ -148,7 +149,7 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 	now := time.Now()
 	if age := now.Sub(attemptedAt(d, now)); age > e.cfg.MaxDeliveryAge {
 		msg := fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, e.cfg.MaxDeliveryAge/time.Hour)
-		return e.fail(ctx, log, md, rec, msg, "stale")
+		return e.fail(ctx, log, md, rec, lab, msg, "stale")
 	}
 	if d.Status == proto.DeliveryRetrying && d.NextRetryAt != nil {
 		// An early copy (a lost nak, a duplicate, a legacy retry entry):
@@ -175,15 +176,19 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		if errors.Is(b.EventErr, store.ErrCorrupt) {
 			log.Error("event record unreadable", "err", b.EventErr)
 		}
-		return e.fail(ctx, log, md, rec, "Event not found: "+d.EventID, "event_not_found")
+		return e.fail(ctx, log, md, rec, lab, "Event not found: "+d.EventID, "event_not_found")
+	}
+	if b.Event.EventType != "" {
+		lab.EventType = b.Event.EventType
 	}
 	if b.SubscriptionErr != nil {
 		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
 			log.Error("subscription record unreadable", "err", b.SubscriptionErr)
 		}
-		return e.fail(ctx, log, md, rec, "Subscription not found", "subscription_not_found")
+		return e.fail(ctx, log, md, rec, lab, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
+	lab.TenantID = sub.TenantID
 	if sub.Status != proto.SubscriptionActive {
 		status := string(sub.Status)
 		if status == "" {
@@ -195,11 +200,12 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 			// out once it is ACTIVE again, no restart needed.
 			return e.putOff(ctx, log, md, rec, spread(now.Add(e.cfg.InactiveRecheck), e.cfg.InactiveRecheck), "subscription_"+strings.ToLower(status))
 		}
-		return e.fail(ctx, log, md, rec, "Subscription not active: "+status, "subscription_inactive")
+		return e.fail(ctx, log, md, rec, lab, "Subscription not active: "+status, "subscription_inactive")
 	}
 
 	if proto.CrossesOwnershipBoundary(sub.TenantID, b.Event.EventType, b.Event.Category) {
-		return e.fail(ctx, log, md, rec, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
+		lab.Category = b.Event.Category
+		return e.fail(ctx, log, md, rec, lab, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
 			b.Event.EventType, b.Event.Category), "boundary_skipped")
 	}
 
@@ -218,14 +224,19 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
 	}
-	return e.attempt(ctx, log, md, rec, b, secret, adm)
+	return e.attempt(ctx, log, md, rec, b, secret, adm, lab)
 }
 
 // attempt sends the delivery once and records the outcome.
-func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string, adm *admission) settlement {
+func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string, adm *admission, lab Labels) settlement {
 	d, ev, sub := rec.Delivery, b.Event, b.Subscription
 	attempt := d.Attempts + 1
 	log = log.With("attempt", attempt)
+	if attempt == 1 {
+		// Once per delivery, at its first send: the reference validates on
+		// every handling, which jetrelay repeats for put-offs too.
+		e.checkPayload(log, ev)
+	}
 	traceID, traceparent := proto.OutboundTrace(ev.TraceID, d)
 	req := &transport.Request{
 		URL:            sub.URL,
@@ -246,17 +257,22 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 	log = log.With("trace_id", traceID)
 
 	var res transport.Result
+	var scheme string
+	e.obs.Attempted(lab)
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
+		scheme, _, _ = strings.Cut(sub.URL, ":")
+		scheme = strings.ToLower(scheme)
 		sendCtx, cancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
 		res, err = t.Deliver(sendCtx, req)
 		cancel()
 	}
+	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, labels: lab}
+	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
 	if ctx.Err() != nil && err != nil {
 		// Shutdown cut the send short: this was not a real attempt.
 		return nakAfter(0)
 	}
-	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
 	adm.sent(o)
 	if err == nil && res.Outcome == transport.Delivered {
 		return e.recordSuccess(ctx, log, md, rec, b.SubscriptionRaw, o)
@@ -276,6 +292,7 @@ func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
 // consumes an attempt and never fails the delivery.
 func (e *Engine) infraRetry(log *slog.Logger, md *jetstream.MsgMetadata, err error) settlement {
 	d := e.infraDelay(md.NumDelivered)
+	e.obs.Postponed("infra_error")
 	log.Warn("infrastructure error; delivery will be retried", "err", err, "retry_in", d)
 	return nakAfter(d)
 }

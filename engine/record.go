@@ -24,6 +24,7 @@ type outcome struct {
 	res     transport.Result
 	err     error
 	traceID string // the event's trace_id, copied into a delivery that has none
+	labels  Labels // for the Observer
 }
 
 // message is the delivery's error_message for a failed send: "HTTP <code>"
@@ -48,6 +49,21 @@ func (o outcome) reason() string {
 		return "http_5xx"
 	}
 	return "transport_error"
+}
+
+// sendOutcome classifies the send for Observer.Sent.
+func (o outcome) sendOutcome() string {
+	switch {
+	case o.blocked():
+		return "blocked"
+	case o.err != nil:
+		return "error"
+	case o.res.Outcome == transport.Delivered:
+		return "delivered"
+	case o.res.Outcome == transport.Throttled:
+		return "throttled"
+	}
+	return "failed"
 }
 
 func (o outcome) permanent() bool { return errors.Is(o.err, transport.ErrPermanent) }
@@ -146,7 +162,8 @@ func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstr
 		// Nothing to reset: only timestamps, written coalesced.
 		e.successes.record(rec.SubscriptionID, now)
 	}
-	log.Debug("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
+	e.obs.Succeeded(o.labels, o.res.StatusCode, o.res.Latency, now.Sub(attemptedAt(rec.Delivery, now)))
+	log.Info("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
 	return ack()
 }
 
@@ -191,8 +208,10 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		if !wrote {
 			return ack()
 		}
+		e.obs.Failed(o.labels, o.reason(), o.res.Latency)
 		log.Warn("delivery failed", "outcome", "failed", "err", o.message())
 		if disabled != nil {
+			e.obs.AutoDisabled(disabled.TenantID)
 			e.saveDisabledEvent(ctx, log, disabled, rec.Delivery, ev, now)
 		}
 		return ack()
@@ -219,6 +238,8 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		// Another copy recorded this attempt and owns the retry chain.
 		return ack()
 	}
+	e.obs.Failed(o.labels, o.reason(), o.res.Latency)
+	e.obs.Retried(o.labels)
 	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
 	return e.putOff(ctx, log, md, rec, next, reasonRetry)
 }
@@ -227,9 +248,9 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 // subscription, inactive subscription, ownership boundary). Like the
 // reference it leaves the attempt fields alone; unlike it, it clears
 // next_retry_at. It never counts toward auto-disable.
-func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, msg, reason string) settlement {
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, lab Labels, msg, reason string) settlement {
 	now := time.Now()
-	_, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+	wrote, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 		if cur.Status.Terminal() {
 			return nil, nil, nil
 		}
@@ -242,6 +263,18 @@ func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMe
 	})
 	if settled, s := e.afterWrite(log, md, err); settled {
 		return s
+	}
+	if !wrote {
+		return ack()
+	}
+	if reason == "stale" {
+		// The reference counts stale deliveries apart, not as failed.
+		e.obs.Stale(lab)
+	} else {
+		e.obs.Failed(lab, reason, 0)
+	}
+	if t := rec.Delivery.TraceID; t != "" {
+		log = log.With("trace_id", t)
 	}
 	log.Warn("delivery failed without a send", "outcome", "failed", "reason", reason, "err", msg)
 	return ack()
@@ -263,6 +296,7 @@ func (e *Engine) secretUnavailable(ctx context.Context, log *slog.Logger, md *je
 		}
 	}
 	delay := e.infraDelay(md.NumDelivered)
+	e.obs.Postponed("secret_unavailable")
 	log.Error("signing secret cannot be decrypted; not sending unsigned, will retry", "outcome", "secret_unavailable", "err", cause, "retry_in", delay)
 	return nakAfter(delay)
 }
