@@ -24,12 +24,16 @@ type SubscriptionRecord struct {
 }
 
 // Delivery reads delivery:{id}. It returns an error wrapping ErrNotFound when
-// the key is absent, a *CorruptError when the record cannot be read, and any
-// other error (wrapping the Redis error) when Redis could not be asked.
+// the key is absent, a *CorruptError when the record cannot be read or is
+// over MaxDeliveryRecord, and any other error (wrapping the Redis error)
+// when Redis could not be asked.
 func (s *Store) Delivery(ctx context.Context, id string) (*DeliveryRecord, error) {
 	key := DeliveryKey(id)
 	raw, err := s.get(ctx, key)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSize(key, raw, MaxDeliveryRecord); err != nil {
 		return nil, err
 	}
 	d, err := proto.ParseDelivery(raw)
@@ -46,13 +50,15 @@ type Bundle struct {
 	// EventRaw is event:{event_id} as stored; Event its parsed form.
 	EventRaw []byte
 	Event    *proto.Event
-	// EventErr is nil, an error wrapping ErrNotFound, or a *CorruptError.
+	// EventErr is nil, an error wrapping ErrNotFound, or a *CorruptError
+	// (also for a record over MaxEventRecord).
 	EventErr error
 
 	// SubscriptionRaw is webhook:{subscription_id} as stored.
 	SubscriptionRaw []byte
 	Subscription    *proto.Subscription
-	// SubscriptionErr is nil, an error wrapping ErrNotFound, or a *CorruptError.
+	// SubscriptionErr is nil, an error wrapping ErrNotFound, or a *CorruptError
+	// (also for a record over MaxSubscriptionRecord).
 	SubscriptionErr error
 
 	// Secret is webhook:secret:{subscription_id} exactly as stored, still
@@ -98,9 +104,15 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 	}
 
 	if b.EventErr == nil {
+		b.EventErr = checkSize(eventKey, b.EventRaw, MaxEventRecord)
+	}
+	if b.EventErr == nil {
 		if b.Event, err = proto.ParseEvent(b.EventRaw); err != nil {
 			b.EventErr = &CorruptError{Key: eventKey, Err: err}
 		}
+	}
+	if b.SubscriptionErr == nil {
+		b.SubscriptionErr = checkSize(subKey, b.SubscriptionRaw, MaxSubscriptionRecord)
 	}
 	if b.SubscriptionErr == nil {
 		if b.Subscription, err = proto.ParseSubscription(b.SubscriptionRaw); err != nil {
