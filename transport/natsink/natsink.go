@@ -440,6 +440,9 @@ func message(subject string, req *transport.Request) (*nats.Msg, error) {
 		// Set directly: nats.Header.Set would canonicalise traceparent.
 		m.Header[s.name] = []string{s.value}
 	}
+	if err := transport.CheckHeaderSetSize(req.Headers); err != nil {
+		return nil, fmt.Errorf("natsink: %w", err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
 		switch {
 		case !proto.ValidHeaderName(name):

@@ -102,6 +102,9 @@ func (t *Transport) header(req *transport.Request) (http.Header, error) {
 		}
 		h[s.name] = []string{s.value}
 	}
+	if err := transport.CheckHeaderSetSize(req.Headers); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
 		switch {
 		case !proto.ValidHeaderName(name):

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -118,5 +119,51 @@ func TestDeliver_SendsUserinfoAsBasicAuth(t *testing.T) {
 	}
 	if got := rcv.requests()[0].header.Get("Authorization"); got != "Basic YWxpY2U6cHc=" {
 		t.Errorf("Authorization = %q, want Basic credentials from the URL", got)
+	}
+}
+
+func TestDeliver_RefusesOversizedCustomHeaderSetsWithoutSending(t *testing.T) {
+	many := map[string]string{}
+	for i := range 500 {
+		many[fmt.Sprintf("X-Tag-%03d", i)] = "secret-value"
+	}
+	atCount := map[string]string{}
+	for i := range transport.MaxCustomHeaders {
+		atCount[fmt.Sprintf("X-Tag-%03d", i)] = "v"
+	}
+	cases := []struct {
+		name          string
+		headers       map[string]string
+		wantInMessage string // "" = sent
+	}{
+		{"500 headers", many, "500 custom headers, at most 64"},
+		{"one value of 1 MB", map[string]string{"X-Big": strings.Repeat("secret-value", 1<<20/12)}, "at most 16384"},
+		{"many values just under the bound each", map[string]string{"X-A": strings.Repeat("a", 9000), "X-B": strings.Repeat("b", 9000)}, "18006 bytes"},
+		{"exactly the count bound", atCount, ""},
+		{"exactly the byte bound", map[string]string{"X-A": strings.Repeat("a", transport.MaxCustomHeaderBytes-3)}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv := newReceiver(t, nil)
+			tr := newTransport(t, webhook.Config{})
+			req := newRequest(rcv.URL)
+			req.Headers = tc.headers
+			res, err := tr.Deliver(context.Background(), req)
+			if tc.wantInMessage == "" {
+				if err != nil || res.Outcome != transport.Delivered {
+					t.Fatalf("Deliver = %+v, %v; want a set at its bound sent", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, transport.ErrPermanent) || !strings.Contains(err.Error(), tc.wantInMessage) {
+				t.Fatalf("Deliver = %+v, %v; want a permanent error saying %q", res, err, tc.wantInMessage)
+			}
+			if strings.Contains(err.Error(), "secret-value") {
+				t.Errorf("error quotes a header value: %.200s", err)
+			}
+			if n := len(rcv.requests()); n != 0 {
+				t.Errorf("receiver saw %d requests, want none", n)
+			}
+		})
 	}
 }
