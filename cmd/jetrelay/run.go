@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 
@@ -29,11 +30,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	if cfg.ManagementPort > 0 {
 		addr := net.JoinHostPort(cfg.ManagementHost, strconv.Itoa(cfg.ManagementPort))
-		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), nil))
+		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), map[string]http.Handler{"GET /metrics": s.metrics.Handler()}))
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}
-		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz")
+		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics")
 	}
 	err = s.run(ctx)
 	log.Info("jetrelay stopped")

@@ -19,6 +19,7 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/metrics"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -47,6 +48,7 @@ type stack struct {
 	guard     *ssrf.Guard         // nil unless this process runs the engine
 	ssrfEvery time.Duration       // how often the guard re-reads its policy
 	retention *retention.Config   // nil unless this process runs the bridge
+	metrics   *metrics.Metrics    // served on /metrics
 }
 
 // newStack connects to Redis and NATS (starting an embedded JetStream
@@ -54,7 +56,7 @@ type stack struct {
 func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *stack, err error) {
 	// The deferred close must see the stack even when a failing return
 	// hands the caller nil, so s is not the named result.
-	s := &stack{log: log}
+	s := &stack{log: log, metrics: metrics.New(metrics.Options{TenantTag: cfg.MetricsTenantTag, Version: version})}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -158,14 +160,21 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		s.registry.Register("https", s.webhook)
 		s.engine, err = engine.New(store.New(s.rdb), s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
-			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"),
+			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
 			Breaker:     engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight: cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
 		})
 		if err != nil {
 			return nil, err
 		}
+		s.metrics.WatchBreakers(s.engine.BreakerStats)
 	}
+	if s.bridge != nil {
+		s.metrics.WatchBridge(s.bridge.Stats)
+	}
+	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
+	s.metrics.WatchRedis(s.rdb)
+	s.metrics.WatchReadiness(s.checks())
 	return s, nil
 }
 

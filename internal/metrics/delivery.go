@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+)
+
+// The closed vocabularies of the labels the engine fills.
+var (
+	failedReasons = set("event_not_found", "subscription_not_found", "subscription_inactive",
+		"http_4xx", "http_5xx", "transport_error", "ssrf_blocked", "boundary_skipped")
+	sendOutcomes     = set("delivered", "failed", "throttled", "error", "blocked")
+	postponeReasons  = set("breaker_open", "subscription_busy", "subscription_paused", "subscription_disabled", "infra_error", "secret_unavailable")
+	validatorRules   = set("missing_required", "unknown_event_type", "unknown_category", "category_mismatch", "trace_id_shape", "budget_data_shape", "reset_spent_shape")
+	_                = engine.Observer((*Metrics)(nil))
+	statusFamilyName = [...]string{2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+)
+
+// labels returns the reference label values for l, led by the tenant when
+// the tenant tag is on.
+func (m *Metrics) labels(l engine.Labels, more ...string) []string {
+	out := make([]string, 0, 2+len(more))
+	if m.opts.TenantTag {
+		out = append(out, m.tenants.value(l.TenantID))
+	}
+	out = append(out, m.eventTypes.value(l.EventType))
+	return append(out, more...)
+}
+
+// Attempted counts a send starting (engine.Observer).
+func (m *Metrics) Attempted(l engine.Labels) {
+	m.attempts.WithLabelValues(m.labels(l)...).Inc()
+	m.inFlight.Inc()
+}
+
+// Sent counts a finished send by transport and outcome (engine.Observer).
+func (m *Metrics) Sent(_ engine.Labels, s engine.Send) {
+	m.inFlight.Dec()
+	tr := "none"
+	if s.Transport != "" {
+		tr = m.transports.value(s.Transport)
+	}
+	m.sends.WithLabelValues(tr, oneOf(s.Outcome, sendOutcomes)).Inc()
+	if s.Transport != "" {
+		m.sendDuration.WithLabelValues(tr).Observe(s.Latency.Seconds())
+	}
+}
+
+// Succeeded counts a recorded success, its latency and the delivery's age
+// (engine.Observer). The reference records the latency even when it is 0.
+func (m *Metrics) Succeeded(l engine.Labels, statusCode int, latency, age time.Duration) {
+	m.success.WithLabelValues(m.labels(l, statusFamily(statusCode))...).Inc()
+	m.observeLatency(l, "success", latency)
+	m.age.Observe(max(age, 0).Seconds())
+}
+
+// Failed counts a failed send or a failure without a send (engine.Observer).
+// As in the reference, a failure's latency is recorded only when positive.
+func (m *Metrics) Failed(l engine.Labels, reason string, latency time.Duration) {
+	reason = oneOf(reason, failedReasons)
+	m.failed.WithLabelValues(m.labels(l, reason)...).Inc()
+	if latency > 0 {
+		m.observeLatency(l, "failure", latency)
+	}
+	if reason == "boundary_skipped" {
+		m.boundary.WithLabelValues(m.eventTypes.value(l.EventType), m.categories.value(l.Category)).Inc()
+	}
+}
+
+func (m *Metrics) observeLatency(l engine.Labels, outcome string, latency time.Duration) {
+	lvs := m.labels(l, outcome)
+	m.latency.WithLabelValues(lvs...).Observe(latency.Seconds())
+	m.latencyMax.observe(latency.Seconds(), lvs...)
+}
+
+// Retried counts a retry scheduled (engine.Observer).
+func (m *Metrics) Retried(l engine.Labels) { m.retried.WithLabelValues(m.labels(l)...).Inc() }
+
+// Stale counts a delivery failed for its age (engine.Observer); the
+// reference tags it with tenant UNKNOWN whatever the subscription.
+func (m *Metrics) Stale(engine.Labels) {
+	if m.opts.TenantTag {
+		m.stale.WithLabelValues(Unknown).Inc()
+		return
+	}
+	m.stale.WithLabelValues().Inc()
+}
+
+// AutoDisabled counts a subscription disabled after consecutive failures
+// (engine.Observer).
+func (m *Metrics) AutoDisabled(tenantID string) {
+	if m.opts.TenantTag {
+		m.autoDisabled.WithLabelValues(m.tenants.value(tenantID), "consecutive_failures").Inc()
+		return
+	}
+	m.autoDisabled.WithLabelValues("consecutive_failures").Inc()
+}
+
+// PayloadInvalid counts one broken validator rule (engine.Observer); the
+// reference's type label is the raw event type, never the tenant.
+func (m *Metrics) PayloadInvalid(eventType, rule string) {
+	m.payloadInvalid.WithLabelValues(m.eventTypes.value(eventType), oneOf(rule, validatorRules)).Inc()
+}
+
+// Postponed counts a delivery put off without an attempt (engine.Observer).
+func (m *Metrics) Postponed(reason string) {
+	m.postponed.WithLabelValues(oneOf(reason, postponeReasons)).Inc()
+}
+
+// statusFamily is the reference's status_code_family: 2xx…5xx, UNKNOWN
+// for anything else (no status at all included).
+func statusFamily(code int) string {
+	if f := code / 100; code >= 200 && code < 600 {
+		return statusFamilyName[f]
+	}
+	return Unknown
+}

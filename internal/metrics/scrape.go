@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/mgmt"
+	"github.com/jetrelay/jetrelay/internal/store"
+)
+
+// scraper is a collector whose series are read at scrape time by collect,
+// from a fixed list of descriptions. Prometheus gathers collectors
+// concurrently, so slow reads add up to the slowest, not their sum.
+type scraper struct {
+	descs   []*prometheus.Desc
+	collect func(ch chan<- prometheus.Metric)
+}
+
+func (s scraper) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range s.descs {
+		ch <- d
+	}
+}
+
+func (s scraper) Collect(ch chan<- prometheus.Metric) { s.collect(ch) }
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, lvs ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lvs...)
+}
+
+func counterValue(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, lvs ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lvs...)
+}
+
+func boolValue(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
+}
+
+// WatchQueue reports the dispatch stream and its durable consumer, read
+// from JetStream at every scrape (bounded by ScrapeTimeout). Every replica
+// reports the same shared values: aggregate with max, not sum. Call it at
+// most once.
+func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
+	sl := []string{"stream"}
+	cl := []string{"stream", "consumer"}
+	var (
+		up          = prometheus.NewDesc("jetrelay_queue_info_up", "1 when the last scrape could read the dispatch stream and consumer from JetStream, 0 when it could not.", nil, nil)
+		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Work items stored in the dispatch stream (not yet delivered, in flight or waiting for a retry).", sl, nil)
+		pending     = prometheus.NewDesc("jetrelay_consumer_pending", "Work items the shared consumer has not delivered to any engine yet (the backlog).", cl, nil)
+		ackPending  = prometheus.NewDesc("jetrelay_consumer_ack_pending", "Work items delivered and not yet acked: sends in flight plus short retries waiting as delayed naks.", cl, nil)
+		maxAck      = prometheus.NewDesc("jetrelay_consumer_max_ack_pending", "The consumer's MaxAckPending: ack-pending at this value stops delivery.", cl, nil)
+		redelivered = prometheus.NewDesc("jetrelay_consumer_redelivered", "Work items currently redelivered at least once and not yet acked (naked retries, lost acks).", cl, nil)
+		waiting     = prometheus.NewDesc("jetrelay_consumer_waiting_pulls", "Pull requests waiting on the consumer (idle engine capacity).", cl, nil)
+	)
+	m.reg.MustRegister(scraper{
+		descs: []*prometheus.Desc{up, messages, pending, ackPending, maxAck, redelivered, waiting},
+		collect: func(ch chan<- prometheus.Metric) {
+			ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
+			defer cancel()
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				gauge(ch, up, 0)
+				return
+			}
+			c, err := s.Consumer(ctx, consumer)
+			if err != nil {
+				gauge(ch, up, 0)
+				return
+			}
+			gauge(ch, up, 1)
+			si, ci := s.CachedInfo(), c.CachedInfo()
+			gauge(ch, messages, float64(si.State.Msgs), stream)
+			gauge(ch, pending, float64(ci.NumPending), stream, consumer)
+			gauge(ch, ackPending, float64(ci.NumAckPending), stream, consumer)
+			gauge(ch, maxAck, float64(ci.Config.MaxAckPending), stream, consumer)
+			gauge(ch, redelivered, float64(ci.NumRedelivered), stream, consumer)
+			gauge(ch, waiting, float64(ci.NumWaiting), stream, consumer)
+		},
+	})
+}
+
+// WatchRedis reports the Redis lists and sets work waits in, read with one
+// pipelined round trip per scrape. The age of the oldest pending id is not
+// cheap to know; the lengths are. Call it at most once.
+func (m *Metrics) WatchRedis(rdb redis.UniversalClient) {
+	var (
+		up       = prometheus.NewDesc("jetrelay_redis_info_up", "1 when the last scrape could read the Redis backlogs, 0 when it could not.", nil, nil)
+		pending  = prometheus.NewDesc("jetrelay_dispatch_pending", "LLEN dispatch:pending: delivery ids admin enqueued that no bridge has taken yet (bridge lag).", nil, nil)
+		deferred = prometheus.NewDesc("jetrelay_deferred", "ZCARD jetrelay:deferred: deliveries parked until a breaker, a busy or inactive subscription, or a long retry wait lets them go.", nil, nil)
+		failed   = prometheus.NewDesc("jetrelay_dispatch_failed", "LLEN dispatch:failed: quarantined work items (corrupt records, malformed ids) kept for an operator.", nil, nil)
+		retry    = prometheus.NewDesc("jetrelay_dispatch_retry", "ZCARD dispatch:retry: retries left by the reference service, promoted by the bridge.", nil, nil)
+	)
+	m.reg.MustRegister(scraper{
+		descs: []*prometheus.Desc{up, pending, deferred, failed, retry},
+		collect: func(ch chan<- prometheus.Metric) {
+			ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
+			defer cancel()
+			p := rdb.Pipeline()
+			lp := p.LLen(ctx, store.PendingList)
+			zd := p.ZCard(ctx, store.DeferredZSet)
+			lf := p.LLen(ctx, store.FailedList)
+			zr := p.ZCard(ctx, store.RetryZSet)
+			if _, err := p.Exec(ctx); err != nil {
+				gauge(ch, up, 0)
+				return
+			}
+			gauge(ch, up, 1)
+			gauge(ch, pending, float64(lp.Val()))
+			gauge(ch, deferred, float64(zd.Val()))
+			gauge(ch, failed, float64(lf.Val()))
+			gauge(ch, retry, float64(zr.Val()))
+		},
+	})
+}
+
+// WatchBridge reports a bridge's counters (bridge.Stats). Call it at most
+// once.
+func (m *Metrics) WatchBridge(stats func() bridge.Stats) {
+	type field struct {
+		desc *prometheus.Desc
+		get  func(bridge.Stats) uint64
+	}
+	c := func(name, help string, get func(bridge.Stats) uint64) field {
+		return field{prometheus.NewDesc("jetrelay_bridge_"+name+"_total", help, nil, nil), get}
+	}
+	fields := []field{
+		c("moved", "Ids moved from dispatch:pending into this bridge's processing list.", func(s bridge.Stats) uint64 { return s.Moved }),
+		c("published", "Ids JetStream stored as new work items.", func(s bridge.Stats) uint64 { return s.Published }),
+		c("duplicates", "Publishes JetStream absorbed as duplicates (a work item already queued, or a delivery already final).", func(s bridge.Stats) uint64 { return s.Duplicates }),
+		c("requeued", "Ids pushed again after their earlier work item was consumed, republished under a derived msg id.", func(s bridge.Stats) uint64 { return s.Requeued }),
+		c("recovered", "Ids republished from a processing list after a crash (this instance's or an adopted one).", func(s bridge.Stats) uint64 { return s.Recovered }),
+		c("adopted", "Ids taken over from dead bridges' processing lists.", func(s bridge.Stats) uint64 { return s.Adopted }),
+		c("promoted", "Ids promoted from the reference service's dispatch:retry ZSET.", func(s bridge.Stats) uint64 { return s.Promoted }),
+		c("undeferred", "Deliveries brought back from jetrelay:deferred when due.", func(s bridge.Stats) uint64 { return s.Undeferred }),
+		c("quarantined", "Malformed ids moved to dispatch:failed.", func(s bridge.Stats) uint64 { return s.Quarantined }),
+	}
+	descs := make([]*prometheus.Desc, len(fields))
+	for i, f := range fields {
+		descs[i] = f.desc
+	}
+	m.reg.MustRegister(scraper{descs: descs, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		for _, f := range fields {
+			counterValue(ch, f.desc, f.get(s))
+		}
+	}})
+}
+
+// WatchBreakers reports how many of this replica's per-subscription
+// circuit breakers are in each state: counts, never one series per
+// subscription. Call it at most once.
+func (m *Metrics) WatchBreakers(stats func() engine.BreakerStats) {
+	d := prometheus.NewDesc("jetrelay_breakers", "Circuit breakers this replica holds, by state (closed, half_open, open).", []string{"state"}, nil)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{d}, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		gauge(ch, d, float64(s.Closed), "closed")
+		gauge(ch, d, float64(s.HalfOpen), "half_open")
+		gauge(ch, d, float64(s.Open), "open")
+	}})
+}
+
+// WatchReadiness reports each /readyz check, run at scrape time with all
+// checks at once under ScrapeTimeout. Call it at most once.
+func (m *Metrics) WatchReadiness(checks map[string]mgmt.Check) {
+	d := prometheus.NewDesc("jetrelay_ready", "1 when the readiness check passes, 0 when it fails or does not answer in time (what /readyz reports).", []string{"check"}, nil)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{d}, collect: func(ch chan<- prometheus.Metric) {
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
+		defer cancel()
+		type result struct {
+			name string
+			ok   bool
+		}
+		results := make(chan result, len(checks))
+		for name, check := range checks {
+			go func() { results <- result{name, check(ctx) == nil} }()
+		}
+		answered := make(map[string]bool, len(checks))
+		timeout := time.NewTimer(m.opts.ScrapeTimeout + 50*time.Millisecond)
+		defer timeout.Stop()
+	collect:
+		for range checks {
+			select {
+			case r := <-results:
+				answered[r.name] = r.ok
+			case <-timeout.C:
+				break collect // a check ignoring its context counts as failing
+			}
+		}
+		for name := range checks {
+			gauge(ch, d, boolValue(answered[name]), name)
+		}
+	}})
+}
