@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -33,6 +34,7 @@ type benchRun func(ctx context.Context, b *benchContext) (*benchReport, error)
 // benchScenarios lists every scenario, the first being the default.
 var benchScenarios = []benchScenario{
 	{name: "isolation", about: "dead, black-hole and slow endpoints with tens of thousands of queued deliveries next to healthy subscriptions", flags: isolationFlags},
+	{name: "performance", about: "throughput, latency, CPU and memory against the POST ceiling and the reference service's sequential loop (docs/BENCHMARKS.md)", flags: perfFlags},
 }
 
 // benchContext is what every scenario is given: where to say what it is
@@ -41,6 +43,7 @@ type benchContext struct {
 	progress io.Writer // one line per step, for the person watching
 	verbose  io.Writer // jetrelay's logs with -v, otherwise io.Discard
 	getenv   func(string) string
+	out      string // --out, "" if none: where files a scenario writes go next to
 }
 
 func (b *benchContext) stepf(format string, args ...any) {
@@ -51,8 +54,9 @@ func (b *benchContext) stepf(format string, args ...any) {
 // and, for --out, the body of a document.
 type benchReport struct {
 	title   string
-	summary string // Markdown printed at the end of the run
-	doc     string // Markdown sections of the written document, after the machine and the command
+	summary string            // Markdown printed at the end of the run
+	doc     string            // Markdown sections of the written document, after the machine and the command
+	files   map[string][]byte // further files written with --out (e.g. a chart), by path
 }
 
 // cmdBench is `jetrelay bench`: a scenario run end to end on this machine,
@@ -87,7 +91,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv}
+	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv, out: *out}
 	if *verbose {
 		b.verbose = stderr
 	}
@@ -119,6 +123,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	for _, path := range slices.Sorted(maps.Keys(rep.files)) {
+		if err := os.WriteFile(path, rep.files[path], 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
 	return nil
 }
 

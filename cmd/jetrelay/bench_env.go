@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // benchEnv is one isolated run of jetrelay: its own redis-server (AOF off),
@@ -30,6 +33,8 @@ type benchEnv struct {
 	cfg     *config.Config
 	redis   *redisproc.Server
 	stack   *stack
+	replica []*stack // further replicas sharing stack's NATS and Redis (envOptions.replicas)
+	key     *proto.SecretKey
 	admin   *admin.Writer
 	adminDB *redis.Client
 	logs    *logCounter
@@ -41,9 +46,29 @@ type benchEnv struct {
 	usage0  resources
 }
 
+// envOptions shape a benchEnv beyond `run`'s defaults.
+type envOptions struct {
+	// settings override JETRELAY_* variables (e.g. JETRELAY_WORKERS), after
+	// the caller's environment.
+	settings map[string]string
+	// encrypt stores signing secrets encrypted (enc:…, as admin does when
+	// WEBHOOK_SECRET_ENCRYPTION_KEY is set), so every send decrypts one.
+	encrypt bool
+	// replicas > 1 starts that many stacks (bridge + engine each) in this
+	// process; the first runs the embedded JetStream with a loopback
+	// listener and every replica, the first included, connects to it over
+	// TCP, as separate processes would.
+	replicas int
+	// tcp gives the embedded JetStream a loopback listener and connects
+	// every replica through it, even a single one.
+	tcp bool
+	// held builds jetrelay but does not start it: call start.
+	held bool
+}
+
 // startBenchEnv starts everything. The engine settings are `run`'s defaults
-// unless a JETRELAY_* variable in the environment sets them.
-func startBenchEnv(ctx context.Context, b *benchContext) (_ *benchEnv, err error) {
+// unless a JETRELAY_* variable in the environment or opts.settings sets them.
+func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *benchEnv, err error) {
 	env := &benchEnv{usage0: resourcesNow()}
 	defer func() {
 		if err != nil {
@@ -72,8 +97,22 @@ func startBenchEnv(ctx context.Context, b *benchContext) (_ *benchEnv, err error
 		// for the whole default drain; nothing is measured after it.
 		"JETRELAY_DRAIN_TIMEOUT": "1s",
 	}
-	env.cfg, err = config.Load("bench", nil, func(k string) string {
+	if opts.encrypt {
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		forced["WEBHOOK_SECRET_ENCRYPTION_KEY"] = base64.StdEncoding.EncodeToString(raw)
+		if env.key, err = proto.ParseSecretKey(forced["WEBHOOK_SECRET_ENCRYPTION_KEY"]); err != nil {
+			return nil, err
+		}
+	}
+	if opts.tcp || opts.replicas > 1 {
+		forced["JETRELAY_NATS_LISTEN"] = "127.0.0.1:0"
+	}
+	getenv := func(k string) string {
 		if v, ok := forced[k]; ok {
+			return v
+		}
+		if v, ok := opts.settings[k]; ok {
 			return v
 		}
 		// Only tuning knobs pass through: the bench must never reach a
@@ -82,8 +121,8 @@ func startBenchEnv(ctx context.Context, b *benchContext) (_ *benchEnv, err error
 			return b.getenv(k)
 		}
 		return ""
-	}, b.progress)
-	if err != nil {
+	}
+	if env.cfg, err = config.Load("bench", nil, getenv, b.progress); err != nil {
 		return nil, err
 	}
 	env.logs = newLogCounter(b.verbose)
@@ -91,14 +130,36 @@ func startBenchEnv(ctx context.Context, b *benchContext) (_ *benchEnv, err error
 	if err != nil {
 		return nil, err
 	}
+	for i := 2; i <= opts.replicas; i++ {
+		forced["NATS_URL"] = env.stack.embedded.ClientURL()
+		forced["JETRELAY_BRIDGE_ID"] = fmt.Sprintf("bench-%d", i)
+		cfg, err := config.Load("bench", nil, getenv, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		r, err := newStack(ctx, cfg, env.logs.logger())
+		if err != nil {
+			return nil, err
+		}
+		env.replica = append(env.replica, r)
+	}
+	env.adminDB = redis.NewClient(&redis.Options{Addr: env.redis.Addr(), PoolSize: 32})
+	env.admin = admin.NewWriter(env.adminDB, env.key)
+	if !opts.held {
+		env.start(ctx)
+	}
+	return env, nil
+}
+
+// start runs every replica of jetrelay until close.
+func (env *benchEnv) start(ctx context.Context) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	env.stopRun = stop
-	env.runDone = make(chan error, 1)
-	go func() { env.runDone <- env.stack.run(runCtx) }()
-
-	env.adminDB = redis.NewClient(&redis.Options{Addr: env.redis.Addr(), PoolSize: 32})
-	env.admin = admin.NewWriter(env.adminDB, nil)
-	return env, nil
+	stacks := append([]*stack{env.stack}, env.replica...)
+	env.runDone = make(chan error, len(stacks))
+	for _, s := range stacks {
+		go func() { env.runDone <- s.run(runCtx) }()
+	}
 }
 
 // serve runs h on a new loopback listener and returns its address.
@@ -248,13 +309,18 @@ func (env *benchEnv) redisCPU(ctx context.Context) time.Duration {
 func (env *benchEnv) close() {
 	if env.stopRun != nil {
 		env.stopRun()
-		<-env.runDone
+		for range cap(env.runDone) {
+			<-env.runDone
+		}
 	}
 	for _, srv := range env.servers {
 		_ = srv.Close()
 	}
 	for _, c := range env.closers {
 		_ = c.Close()
+	}
+	for _, r := range env.replica {
+		r.close()
 	}
 	if env.stack != nil {
 		env.stack.close()

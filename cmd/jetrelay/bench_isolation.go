@@ -159,7 +159,7 @@ type badSub struct {
 
 func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions, withBad bool) (*phaseResult, error) {
 	lifetimePeak := !resetPeakRSS()
-	env, err := startBenchEnv(ctx, b)
+	env, err := startBenchEnv(ctx, b, envOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ import (
 // emission says which events the load generator emits and how fast.
 type emission struct {
 	tenant    string
+	tenants   []string        // if set, the events go to these tenants in turn instead of tenant
+	data      json.RawMessage // the events' data; nil: a small budget.exhausted payload
 	eventType string
 	events    int
 	every     time.Duration // time between two events' start; 0: as fast as the workers go
@@ -43,12 +45,16 @@ func newEmitted() *emitted { return &emitted{at: make(map[string]time.Time)} }
 func emit(ctx context.Context, w *admin.Writer, spec emission, into *emitted) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	due := make(chan time.Time, spec.workers)
+	type slot struct {
+		n  int
+		at time.Time
+	}
+	due := make(chan slot, spec.workers)
 	var wg sync.WaitGroup
 	for range max(1, spec.workers) {
 		wg.Go(func() {
 			for d := range due {
-				if err := emitOne(ctx, w, spec, d, into); err != nil {
+				if err := emitOne(ctx, w, spec, d.n, d.at, into); err != nil {
 					cancel(err)
 					return
 				}
@@ -70,7 +76,7 @@ schedule:
 			}
 		}
 		select {
-		case due <- at:
+		case due <- slot{i, at}:
 		case <-ctx.Done():
 			break schedule
 		}
@@ -80,13 +86,20 @@ schedule:
 	return context.Cause(ctx)
 }
 
-func emitOne(ctx context.Context, w *admin.Writer, spec emission, due time.Time, into *emitted) error {
+func emitOne(ctx context.Context, w *admin.Writer, spec emission, n int, due time.Time, into *emitted) error {
 	began := time.Now()
+	tenant := spec.tenant
+	if len(spec.tenants) > 0 {
+		tenant = spec.tenants[n%len(spec.tenants)]
+	}
+	data := spec.data
+	if data == nil {
+		data = json.RawMessage(`{"ledger_id":"led_bench","unit":"TOKENS","allocated":10000,"remaining":0,"spent":10000}`)
+	}
 	ev := admin.Event{
-		EventType: spec.eventType, TenantID: spec.tenant, Scope: "tenant:" + spec.tenant + "/workspace:bench",
+		EventType: spec.eventType, TenantID: tenant, Scope: "tenant:" + tenant + "/workspace:bench",
 		Actor: &proto.Actor{Type: "api_key", KeyID: "key_bench"}, Source: "cycles-server",
-		Data:    json.RawMessage(`{"ledger_id":"led_bench","unit":"TOKENS","allocated":10000,"remaining":0,"spent":10000}`),
-		TraceID: proto.NewTraceID(),
+		Data: data, TraceID: proto.NewTraceID(),
 	}
 	id, deliveries, err := w.Emit(ctx, ev, admin.TraceSnapshot{})
 	if err != nil {

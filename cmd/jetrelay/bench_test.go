@@ -48,10 +48,56 @@ func TestBench_RejectsUnknownScenarioAndBadNumbers(t *testing.T) {
 		{"bench", "--scenario=isolation", "--rate", "0"},
 		{"bench", "--healthy-subs", "-1"},
 		{"bench", "--before", "2"},
+		{"bench", "--scenario", "performance", "--only", "nope"},
+		{"bench", "--scenario", "performance", "--rates", "0"},
+		{"bench", "--scenario", "performance", "--fan-dead", "1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := realMain(args, &stdout, &stderr); code != 1 {
 			t.Errorf("%q: exit %d, want 1 (stderr %q)", args, code, stderr.String())
 		}
+	}
+}
+
+// The performance scenario with tiny numbers: every kind of case (the
+// ceiling, the reference loop, jetrelay end to end, a fixed rate, a queue
+// built before start) still runs and lands in the document and the chart.
+func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and an embedded JetStream several times")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "BENCHMARKS.md")
+	args := []string{"bench", "--scenario", "performance", "--only", "ceiling,fast,reference-fast,rate,queued",
+		"--deliveries", "200", "--ref-deliveries", "50", "--rates", "200", "--rate-for", "500ms", "--queued", "300",
+		"--ceiling-for", "300ms", "--settle", "30s", "--out", out}
+	var stdout, stderr bytes.Buffer
+	if code := realMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"go run ./cmd/jetrelay bench --scenario performance --only", // the command that reproduces it
+		"| 2 | fast receiver | 200 / 200 |",                        // every delivery arrived
+		"| 3 | reference loop, fast receiver | 50 / 50 |",
+		"| 4 | fixed rate 200/s | 100 / 100 |",
+		"| 5 | 300 queued before start | 300 / 300 |",
+		"≥ 10× the sequential reference", "peak RSS with 300 deliveries queued",
+		"![throughput of each case, log scale](BENCHMARKS.png)",
+		"| engine |", // the profile attributes CPU to jetrelay's parts
+	} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("document lacks %q:\n%s", want, doc)
+		}
+	}
+	png, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("chart is not a PNG")
 	}
 }
