@@ -81,7 +81,7 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 	}
 	for _, want := range []string{
 		"go run ./cmd/jetrelay bench --scenario performance --only", // the command that reproduces it
-		"| 2 | fast receiver | 200 / 200 |",                        // every delivery arrived
+		"| 2 | fast receiver | 200 / 200 |",                         // every delivery arrived
 		"| 3 | reference loop, fast receiver | 50 / 50 |",
 		"| 4 | fixed rate 200/s | 100 / 100 |",
 		"| 5 | 300 queued before start | 300 / 300 |",
