@@ -125,9 +125,12 @@ func TestRun_MetricsExposeEveryReferenceSeriesAndLogsKeepSecretsOut(t *testing.T
 
 	// Metrics: every reference series with its label names, the engine's
 	// own, and the outcomes this test caused.
-	code, body := r.get("/metrics")
+	code, body := r.get("/actuator/prometheus") // the reference path; /metrics serves the same
 	if code != http.StatusOK {
-		t.Fatalf("/metrics answered %d: %.300s", code, body)
+		t.Fatalf("/actuator/prometheus answered %d: %.300s", code, body)
+	}
+	if code, _ := r.get("/metrics"); code != http.StatusOK {
+		t.Errorf("/metrics answered %d, want 200", code)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))

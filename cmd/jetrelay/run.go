@@ -30,7 +30,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	if cfg.ManagementPort > 0 {
 		addr := net.JoinHostPort(cfg.ManagementHost, strconv.Itoa(cfg.ManagementPort))
-		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), map[string]http.Handler{"GET /metrics": s.metrics.Handler()}))
+		// /actuator/prometheus is where the reference service's scrape
+		// configs point.
+		metrics := s.metrics.Handler()
+		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), map[string]http.Handler{
+			"GET /metrics": metrics, "GET /actuator/prometheus": metrics,
+		}))
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}
