@@ -44,7 +44,8 @@ type perfResult struct {
 	p50, p95, p99, max  time.Duration
 	cpu, redisCPU, wall time.Duration // this process's and redis-server's CPU over wall
 	peakRSS             int64
-	rssLifetime         bool // VmHWM could not be reset: the process's lifetime peak
+	rssLifetime         bool   // VmHWM could not be reset: the process's lifetime peak
+	heapPeak            uint64 // largest Go heap in use seen
 	replicas, workers   int
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
 	emitLag             time.Duration
@@ -191,7 +192,10 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		t0       time.Time
 		emitDone = make(chan error, 1)
 		emitEnd  time.Time
+		heap     <-chan uint64
 	)
+	heapCtx, stopHeap := context.WithCancel(ctx)
+	defer stopHeap()
 	if c.prequeue {
 		if err := emit(ctx, env.admin, spec, load); err != nil {
 			return nil, err
@@ -201,6 +205,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		lifetime = !freshMemory()
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
 		t0 = u0.at
+		heap = sampleHeap(heapCtx, 100*time.Millisecond)
 		env.start(ctx)
 		emitDone <- nil
 	} else {
@@ -210,6 +215,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		}
 		lifetime = !freshMemory()
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
+		heap = sampleHeap(heapCtx, 100*time.Millisecond)
 		go func() {
 			err := emit(ctx, env.admin, spec, load)
 			emitEnd = time.Now()
@@ -243,6 +249,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	res.profile, profiling = prof.stop(), false
 	res.peakRSS, res.rssLifetime = peakRSS(), lifetime
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
+	stopHeap()
+	res.heapPeak = <-heap
 	if emitting {
 		if err := <-emitDone; err != nil {
 			return nil, err
