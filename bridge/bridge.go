@@ -36,6 +36,7 @@ type Bridge struct {
 
 	adoptScript   *redis.Script
 	forgetScript  *redis.Script
+	moveScript    *redis.Script
 	requeueScript *redis.Script
 
 	running atomic.Bool
@@ -68,6 +69,7 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 		heartbeatKey:  heartbeatPrefix + cfg.InstanceID,
 		adoptScript:   redis.NewScript(adoptLua),
 		forgetScript:  redis.NewScript(forgetBridgeLua),
+		moveScript:    redis.NewScript(moveBatchLua),
 		requeueScript: redis.NewScript(requeueRetryBatchLua),
 	}, nil
 }

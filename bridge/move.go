@@ -9,36 +9,34 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
+// moveBatchLua moves up to ARGV[1] ids from the pending list to the
+// processing list, oldest first, and stops at the first empty read: one
+// round trip, and no wasted LMOVEs when only a few ids wait. A script runs
+// atomically, so an id is always in exactly one of the two lists.
+//
+//	KEYS = [dispatch:pending, processing list]  ARGV = [max]
+const moveBatchLua = `
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not id then break end
+  out[#out + 1] = id
+end
+return out
+`
+
 // move takes up to BatchSize ids from dispatch:pending into this instance's
-// processing list in one pipelined round trip, or, when the list is empty,
-// waits up to BlockTimeout for one id with BLMOVE. Each LMOVE is atomic, so
-// an id is always in exactly one of the two lists. The ids it returns are
-// valid even when err is not nil: the error may have hidden further moves,
-// which the caller recovers by draining the processing list.
+// processing list in one round trip, or, when the list is empty, waits up to
+// BlockTimeout for one id with BLMOVE. On an error some ids may have moved
+// unreported; the caller recovers them by draining the processing list.
 func (b *Bridge) move(ctx context.Context) ([]string, error) {
-	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for range b.cfg.BatchSize {
-			p.LMove(ctx, store.PendingList, b.processingKey, "RIGHT", "LEFT")
-		}
-		return nil
-	})
-	var ids []string
-	var moveErr error
-	for _, c := range cmds {
-		id, cerr := c.(*redis.StringCmd).Result()
-		switch {
-		case cerr == nil:
-			ids = append(ids, id)
-		case !errors.Is(cerr, redis.Nil) && moveErr == nil:
-			moveErr = cerr
-		}
+	ids, err := b.moveScript.Run(ctx, b.rdb, []string{store.PendingList, b.processingKey}, b.cfg.BatchSize).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
-	if moveErr == nil && err != nil && !errors.Is(err, redis.Nil) {
-		moveErr = err
-	}
-	if len(ids) > 0 || moveErr != nil {
+	if len(ids) > 0 {
 		b.moved.Add(uint64(len(ids)))
-		return ids, moveErr
+		return ids, nil
 	}
 
 	id, err := b.rdb.BLMove(ctx, store.PendingList, b.processingKey, "RIGHT", "LEFT", b.cfg.BlockTimeout).Result()
