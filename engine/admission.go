@@ -79,6 +79,10 @@ func (e *Engine) putOff(ctx context.Context, log *slog.Logger, md *jetstream.Msg
 		until = stale
 	}
 	wait := until.Sub(now)
+	if reason != reasonRetry {
+		// A scheduled retry has its own event, with the failure's reason.
+		spanEvent(ctx, eventDeferred, reason, untilAttr(until))
+	}
 	if wait <= 0 || reason == reasonRetry && wait <= e.cfg.ParkAfter {
 		return nakAfter(wait)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -32,6 +34,8 @@ type Config struct {
 	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
 	Logger         *slog.Logger
 	Observer       Observer // told of every decision (metrics); nil: nobody
+	// TracerProvider makes the spans of attempts and sends; nil: no spans.
+	TracerProvider trace.TracerProvider
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
@@ -94,6 +98,9 @@ func (c Config) withDefaults() Config {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 	c.Breaker = c.Breaker.withDefaults()
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = max(1, c.Workers/4)
@@ -121,6 +128,7 @@ type Engine struct {
 	transport *transport.Registry
 	log       *slog.Logger
 	obs       Observer
+	tracer    trace.Tracer
 	successes *successLedger
 	breakers  *breakers
 	inflight  *inflight
@@ -134,7 +142,8 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 		return nil, errors.New("engine: store, JetStream and transport registry are required")
 	}
 	cfg = cfg.withDefaults()
-	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger, obs: cfg.Observer}
+	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger, obs: cfg.Observer,
+		tracer: cfg.TracerProvider.Tracer(tracerName)}
 	if cfg.InactivePolicy != InactiveDefer && cfg.InactivePolicy != InactiveFail {
 		return nil, fmt.Errorf("engine: inactive policy must be %q or %q, got %q", InactiveDefer, InactiveFail, cfg.InactivePolicy)
 	}

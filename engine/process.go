@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -53,7 +54,7 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	stop := e.keepAlive(m)
-	s := e.safeProcess(ctx, id, md)
+	s := e.safeProcess(extractTrace(ctx, m), id, md)
 	stop()
 	switch s.kind {
 	case settleAck:
@@ -145,6 +146,8 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
 		return ack()
 	}
+	ctx, span := e.startAttempt(ctx, md, d)
+	defer span.End()
 
 	now := time.Now()
 	if age := now.Sub(attemptedAt(d, now)); age > e.cfg.MaxDeliveryAge {
@@ -237,7 +240,10 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 		// every handling, which jetrelay repeats for put-offs too.
 		e.checkPayload(log, ev)
 	}
-	traceID, traceparent := proto.OutboundTrace(ev.TraceID, d)
+	scheme, _, _ := strings.Cut(sub.URL, ":")
+	scheme = strings.ToLower(scheme)
+	sendCtx, send := e.startSend(ctx, scheme, sub.URL)
+	traceID, traceparent := outboundTrace(ev.TraceID, d, trace.SpanContextFromContext(ctx), send.SpanContext())
 	req := &transport.Request{
 		URL:            sub.URL,
 		Body:           b.EventRaw,
@@ -257,17 +263,18 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 	log = log.With("trace_id", traceID)
 
 	var res transport.Result
-	var scheme string
 	e.obs.Attempted(lab)
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
-		scheme, _, _ = strings.Cut(sub.URL, ":")
-		scheme = strings.ToLower(scheme)
-		sendCtx, cancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
+		sendCtx, cancel := context.WithTimeout(sendCtx, e.cfg.AttemptTimeout)
 		res, err = t.Deliver(sendCtx, req)
 		cancel()
+	} else {
+		// Metrics name no transport for an unregistered scheme.
+		scheme = ""
 	}
 	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, labels: lab}
+	endSend(send, o)
 	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
 	if ctx.Err() != nil && err != nil {
 		// Shutdown cut the send short: this was not a real attempt.

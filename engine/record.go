@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -163,6 +164,7 @@ func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstr
 		e.successes.record(rec.SubscriptionID, now)
 	}
 	e.obs.Succeeded(o.labels, o.res.StatusCode, o.res.Latency, now.Sub(attemptedAt(rec.Delivery, now)))
+	spanEvent(ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", o.res.StatusCode))
 	log.Info("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
 	return ack()
 }
@@ -210,6 +212,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		}
 		e.obs.Failed(o.labels, o.reason(), o.res.Latency)
 		log.Warn("delivery failed", "outcome", "failed", "err", o.message())
+		spanEvent(ctx, eventFailed, o.reason(), attribute.Bool("jetrelay.permanent", o.permanent()))
 		if disabled != nil {
 			e.obs.AutoDisabled(disabled.TenantID)
 			e.saveDisabledEvent(ctx, log, disabled, rec.Delivery, ev, now)
@@ -240,6 +243,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 	}
 	e.obs.Failed(o.labels, o.reason(), o.res.Latency)
 	e.obs.Retried(o.labels)
+	spanEvent(ctx, eventRetryScheduled, o.reason(), untilAttr(next))
 	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
 	return e.putOff(ctx, log, md, rec, next, reasonRetry)
 }
@@ -276,6 +280,7 @@ func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMe
 	if t := rec.Delivery.TraceID; t != "" {
 		log = log.With("trace_id", t)
 	}
+	spanEvent(ctx, eventFailed, reason)
 	log.Warn("delivery failed without a send", "outcome", "failed", "reason", reason, "err", msg)
 	return ack()
 }

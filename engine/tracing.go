@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"encoding/hex"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport"
+)
+
+// tracerName is the instrumentation scope of the engine's spans.
+const tracerName = "github.com/jetrelay/jetrelay/engine"
+
+// Span event names: what happened to a delivery during an attempt span.
+const (
+	eventDeferred       = "jetrelay.deferred"
+	eventRetryScheduled = "jetrelay.retry_scheduled"
+	eventDelivered      = "jetrelay.delivered"
+	eventFailed         = "jetrelay.failed"
+)
+
+// natsCarrier reads and writes W3C trace context in NATS headers under
+// their exact (lowercase) names: nats.Header is case-sensitive, and
+// http.Header would canonicalize "traceparent" to "Traceparent".
+type natsCarrier nats.Header
+
+func (c natsCarrier) Get(k string) string { return nats.Header(c).Get(k) }
+func (c natsCarrier) Set(k, v string)     { nats.Header(c).Set(k, v) }
+func (c natsCarrier) Keys() []string {
+	ks := make([]string, 0, len(c))
+	for k := range c {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// extractTrace returns ctx carrying the span context a producer put in the
+// work item's headers, if any.
+func extractTrace(ctx context.Context, m jetstream.Msg) context.Context {
+	h := m.Headers()
+	if len(h) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, natsCarrier(h))
+}
+
+// deliveryParent is the parent of an attempt span: the producer's context
+// from the work item's headers when there is one, otherwise a remote span
+// context in the delivery's trace (its trace_id, when valid) so that the
+// admin request that emitted the event and every attempt share one trace.
+// Its span id is derived from the delivery id: all attempts of a delivery
+// hang under the same (synthetic) parent. The sampled flag is the one the
+// contract sends on the wire.
+func deliveryParent(ctx context.Context, d *proto.Delivery) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	var tid trace.TraceID
+	if !proto.ValidTraceID(d.TraceID) {
+		return ctx
+	}
+	if _, err := hex.Decode(tid[:], []byte(d.TraceID)); err != nil {
+		return ctx
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(d.DeliveryID))
+	var sid trace.SpanID
+	copy(sid[:], h.Sum(nil))
+	if !sid.IsValid() {
+		sid[7] = 1
+	}
+	var flags [1]byte
+	_, _ = hex.Decode(flags[:], []byte(proto.InboundTraceFlags(d))) // always 2 hex digits
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
+	if !sc.IsValid() {
+		// The reference accepts an all-zero trace_id; W3C does not.
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// startAttempt starts the CONSUMER span of one handling of a work item.
+func (e *Engine) startAttempt(ctx context.Context, md *jetstream.MsgMetadata, d *proto.Delivery) (context.Context, trace.Span) {
+	ctx, span := e.tracer.Start(deliveryParent(ctx, d), "process "+e.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.operation.name", "process"),
+			attribute.String("messaging.destination.name", e.cfg.Queue.Subject),
+			attribute.String("messaging.consumer.group.name", md.Consumer),
+			attribute.Int64("messaging.nats.delivery_count", int64(md.NumDelivered)),
+			attribute.String("jetrelay.delivery_id", d.DeliveryID),
+			attribute.String("jetrelay.subscription_id", d.SubscriptionID),
+			attribute.String("jetrelay.event_id", d.EventID),
+			attribute.Int("jetrelay.attempt", d.Attempts+1),
+		)
+	}
+	return ctx, span
+}
+
+// startSend starts the CLIENT span of one send. Only the URL's scheme and
+// host are recorded: a URL's path, query or userinfo may hold credentials.
+func (e *Engine) startSend(ctx context.Context, scheme, rawURL string) (context.Context, trace.Span) {
+	name := "send " + scheme
+	if scheme == "http" || scheme == "https" {
+		name = "POST"
+	}
+	ctx, span := e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("transport", scheme), attribute.String("url.scheme", scheme))
+		if host := urlHost(rawURL); host != "" {
+			span.SetAttributes(attribute.String("server.address", host))
+		}
+		if name == "POST" {
+			span.SetAttributes(attribute.String("http.request.method", "POST"))
+		}
+	}
+	return ctx, span
+}
+
+// endSend records the send's result on its span and ends it.
+func endSend(span trace.Span, o outcome) {
+	if span.IsRecording() {
+		if o.res.StatusCode != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", o.res.StatusCode))
+		}
+		span.SetAttributes(attribute.String("jetrelay.send.outcome", o.sendOutcome()))
+		if o.err != nil || o.res.Outcome != transport.Delivered {
+			span.SetAttributes(attribute.String("error.type", o.reason()))
+			span.SetStatus(codes.Error, o.reason())
+		}
+	}
+	span.End()
+}
+
+// outboundTrace is proto.OutboundTrace with the send span's ids when there
+// is a real send span in the delivery's trace: the receiver that continues
+// the outbound traceparent then becomes the send span's child. With tracing
+// off (a no-op span carries its parent's ids) it is proto.OutboundTrace as is.
+func outboundTrace(eventTraceID string, d *proto.Delivery, parent, send trace.SpanContext) (traceID, traceparent string) {
+	traceID, traceparent = proto.OutboundTrace(eventTraceID, d)
+	if !send.IsValid() || send.SpanID() == parent.SpanID() {
+		return traceID, traceparent
+	}
+	spanTrace := send.TraceID().String()
+	switch {
+	case spanTrace == traceID:
+	case !proto.ValidTraceID(eventTraceID):
+		// The contract asks for a fresh trace id: the span's is one.
+		traceID = spanTrace
+	default:
+		// The span lives in another trace (a producer's context that
+		// disagrees with the event): the event's trace_id wins on the wire.
+		return traceID, traceparent
+	}
+	return traceID, proto.BuildTraceparent(traceID, send.SpanID().String(), proto.InboundTraceFlags(d))
+}
+
+// spanEvent notes on the current attempt span what happened to the
+// delivery and why; nothing is built when the span is not recording.
+func spanEvent(ctx context.Context, name, reason string, extra ...attribute.KeyValue) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := append([]attribute.KeyValue{attribute.String("jetrelay.reason", reason)}, extra...)
+	span.AddEvent(name, trace.WithAttributes(attrs...))
+	if name == eventFailed {
+		span.SetStatus(codes.Error, reason)
+	}
+}
+
+func untilAttr(t time.Time) attribute.KeyValue {
+	return attribute.String("jetrelay.until", t.UTC().Format(time.RFC3339Nano))
+}
+
+// urlHost is the host (without port or userinfo) of a URL, "" when it has
+// none that can be read.
+func urlHost(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		if i := strings.IndexByte(rest, ']'); i >= 0 {
+			return rest[1:i]
+		}
+		return ""
+	}
+	host, _, _ := strings.Cut(rest, ":")
+	return host
+}
