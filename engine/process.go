@@ -159,6 +159,7 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		// wait for the scheduled time instead of sending ahead of the
 		// backoff (putOff stops at the stale cutoff, and parks long waits).
 		if d.NextRetryAt.Sub(now) > 100*time.Millisecond {
+			spanEvent(ctx, eventDeferred, reasonRetry, untilAttr(d.NextRetryAt.Time))
 			return e.putOff(ctx, log, md, rec, d.NextRetryAt.Time, reasonRetry)
 		}
 	}
