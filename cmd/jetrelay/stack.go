@@ -26,6 +26,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/retention"
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/internal/telemetry"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
 	"github.com/jetrelay/jetrelay/transport/natsink"
@@ -49,6 +50,7 @@ type stack struct {
 	ssrfEvery time.Duration       // how often the guard re-reads its policy
 	retention *retention.Config   // nil unless this process runs the bridge
 	metrics   *metrics.Metrics    // served on /metrics
+	tracing   *telemetry.Tracing  // OTLP spans, a no-op without OTEL_EXPORTER_OTLP_*ENDPOINT
 }
 
 // newStack connects to Redis and NATS (starting an embedded JetStream
@@ -62,6 +64,13 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			s.close()
 		}
 	}()
+
+	if s.tracing, err = telemetry.New(ctx, os.Getenv, version); err != nil {
+		return nil, err
+	}
+	if s.tracing.Enabled() {
+		log.Info("tracing on", "otlp_protocol", s.tracing.Protocol())
+	}
 
 	var key *proto.SecretKey
 	if cfg.SecretKey != "" {
@@ -161,8 +170,9 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		s.engine, err = engine.New(store.New(s.rdb), s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
-			Breaker:     engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
-			MaxInFlight: cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
+			TracerProvider: s.tracing.Provider(),
+			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
+			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
 		})
 		if err != nil {
 			return nil, err
@@ -259,6 +269,14 @@ func (s *stack) close() {
 	}
 	if s.rdb != nil {
 		_ = s.rdb.Close()
+	}
+	if s.tracing != nil {
+		// The engine has drained: flush the spans of its last attempts.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.tracing.Shutdown(ctx); err != nil {
+			s.log.Warn("flush traces", "err", err)
+		}
 	}
 }
 
