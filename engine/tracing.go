@@ -2,18 +2,16 @@ package engine
 
 import (
 	"context"
-	"encoding/hex"
-	"hash/fnv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetrelay/jetrelay/internal/telemetry"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
 )
@@ -29,21 +27,6 @@ const (
 	eventFailed         = "jetrelay.failed"
 )
 
-// natsCarrier reads and writes W3C trace context in NATS headers under
-// their exact (lowercase) names: nats.Header is case-sensitive, and
-// http.Header would canonicalize "traceparent" to "Traceparent".
-type natsCarrier nats.Header
-
-func (c natsCarrier) Get(k string) string { return nats.Header(c).Get(k) }
-func (c natsCarrier) Set(k, v string)     { nats.Header(c).Set(k, v) }
-func (c natsCarrier) Keys() []string {
-	ks := make([]string, 0, len(c))
-	for k := range c {
-		ks = append(ks, k)
-	}
-	return ks
-}
-
 // extractTrace returns ctx carrying the span context a producer put in the
 // work item's headers, if any.
 func extractTrace(ctx context.Context, m jetstream.Msg) context.Context {
@@ -51,42 +34,19 @@ func extractTrace(ctx context.Context, m jetstream.Msg) context.Context {
 	if len(h) == 0 {
 		return ctx
 	}
-	return propagation.TraceContext{}.Extract(ctx, natsCarrier(h))
+	return propagation.TraceContext{}.Extract(ctx, telemetry.NATSCarrier(h))
 }
 
 // deliveryParent is the parent of an attempt span: the producer's context
-// from the work item's headers when there is one, otherwise a remote span
-// context in the delivery's trace (its trace_id, when valid) so that the
-// admin request that emitted the event and every attempt share one trace.
-// Its span id is derived from the delivery id: all attempts of a delivery
-// hang under the same (synthetic) parent. The sampled flag is the one the
-// contract sends on the wire.
+// from the work item's headers when there is one (the bridge's publish
+// span), otherwise the delivery's own remote context (telemetry.
+// DeliveryParent), so that the admin request that emitted the event and
+// every attempt share one trace.
 func deliveryParent(ctx context.Context, d *proto.Delivery) context.Context {
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
-	var tid trace.TraceID
-	if !proto.ValidTraceID(d.TraceID) {
-		return ctx
-	}
-	if _, err := hex.Decode(tid[:], []byte(d.TraceID)); err != nil {
-		return ctx
-	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(d.DeliveryID))
-	var sid trace.SpanID
-	copy(sid[:], h.Sum(nil))
-	if !sid.IsValid() {
-		sid[7] = 1
-	}
-	var flags [1]byte
-	_, _ = hex.Decode(flags[:], []byte(proto.InboundTraceFlags(d))) // always 2 hex digits
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
-	if !sc.IsValid() {
-		// The reference accepts an all-zero trace_id; W3C does not.
-		return ctx
-	}
-	return trace.ContextWithRemoteSpanContext(ctx, sc)
+	return telemetry.DeliveryParent(ctx, d.DeliveryID, d.TraceID, proto.InboundTraceFlags(d))
 }
 
 // startAttempt starts the CONSUMER span of one handling of a work item.
