@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -25,11 +26,12 @@ var ErrAlreadyRunning = errors.New("bridge: already running")
 // Bridge moves delivery ids from Redis into the JetStream dispatch stream.
 // Create it with New; Run it once at a time.
 type Bridge struct {
-	rdb   redis.UniversalClient
-	js    jetstream.JetStream
-	store *store.Store
-	cfg   Config
-	log   *slog.Logger
+	rdb    redis.UniversalClient
+	js     jetstream.JetStream
+	store  *store.Store
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer // nil when tracing is off
 
 	processingKey string
 	heartbeatKey  string
@@ -59,7 +61,12 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 	if err != nil {
 		return nil, err
 	}
+	var tracer trace.Tracer
+	if cfg.TracerProvider != nil {
+		tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
 	return &Bridge{
+		tracer:        tracer,
 		rdb:           rdb,
 		js:            js,
 		store:         store.New(rdb),

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
@@ -76,6 +78,10 @@ type Config struct {
 	AdoptLegacyProcessing bool
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
+	// TracerProvider makes a PRODUCER span per published work item, in
+	// its delivery's trace, and puts its context in the message headers;
+	// nil: no spans and no extra Redis read.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
@@ -85,7 +87,7 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 			errs = append(errs, err)
 		}
 	}
-	acked, dups, failed, err := b.publish(good)
+	acked, dups, failed, err := b.publish(good, b.traceParents(actx, good))
 	remaining = append(remaining, failed...)
 	if err != nil {
 		errs = append(errs, err)
@@ -117,8 +119,9 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 // publish sends every id asynchronously with Nats-Msg-Id = id, then waits
 // for all PubAcks until PublishTimeout. It returns the ids stored as new
 // messages, those JetStream absorbed as duplicates (for resolveDuplicates),
-// and the failed ones.
-func (b *Bridge) publish(ids []string) (stored []string, dups []duplicate, failed []string, firstErr error) {
+// and the failed ones. parents, when not nil, holds each id's trace
+// context (traceParents).
+func (b *Bridge) publish(ids []string, parents []context.Context) (stored []string, dups []duplicate, failed []string, firstErr error) {
 	if len(ids) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -134,8 +137,16 @@ func (b *Bridge) publish(ids []string) (stored []string, dups []duplicate, faile
 		paf jetstream.PubAckFuture
 	}
 	inflight := make([]pending, 0, len(ids))
-	for _, id := range ids {
-		paf, err := b.publishAsync(id, deadline)
+	for i, id := range ids {
+		msg := queue.NewMsg(b.cfg.Queue.Subject, id)
+		var span trace.Span
+		if parents != nil {
+			span = b.startPublish(parents[i], msg, id)
+		}
+		paf, err := b.publishAsync(msg, deadline)
+		if span != nil {
+			endPublish(span, err)
+		}
 		if err != nil {
 			fail(id, fmt.Errorf("publish %s: %w", id, err))
 			continue
@@ -182,10 +193,10 @@ func (b *Bridge) publish(ids []string) (stored []string, dups []duplicate, faile
 
 // publishAsync publishes one id, waiting for a free async-publish slot
 // while the JetStream context has too many PubAcks outstanding.
-func (b *Bridge) publishAsync(id string, deadline time.Time) (jetstream.PubAckFuture, error) {
+func (b *Bridge) publishAsync(msg *nats.Msg, deadline time.Time) (jetstream.PubAckFuture, error) {
 	for {
-		paf, err := b.js.PublishMsgAsync(queue.NewMsg(b.cfg.Queue.Subject, id),
-			jetstream.WithMsgID(id),
+		paf, err := b.js.PublishMsgAsync(msg,
+			jetstream.WithMsgID(string(msg.Data)),
 			jetstream.WithExpectStream(b.cfg.Queue.Stream),
 			jetstream.WithStallWait(stallWait))
 		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || !time.Now().Before(deadline) {

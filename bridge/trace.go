@@ -1,0 +1,80 @@
+package bridge
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/internal/telemetry"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// tracerName is the instrumentation scope of the bridge's spans.
+const tracerName = "github.com/jetrelay/jetrelay/bridge"
+
+// traceParents returns, per id, the context a publish span of that
+// delivery starts from: its event's trace (telemetry.DeliveryParent), read
+// from the delivery records in one MGET. It is nil when tracing is off, so
+// an untraced bridge costs nothing, and when the read fails: a span in a
+// trace of its own would pull the engine's attempts out of the event's
+// trace, while without one the engine finds that trace itself.
+func (b *Bridge) traceParents(ctx context.Context, ids []string) []context.Context {
+	if b.tracer == nil || len(ids) == 0 {
+		return nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = store.DeliveryKey(id)
+	}
+	vals, err := b.rdb.MGet(ctx, keys...).Result()
+	if err != nil || len(vals) != len(ids) {
+		return nil
+	}
+	out := make([]context.Context, len(ids))
+	for i, id := range ids {
+		out[i] = context.Background()
+		raw, ok := vals[i].(string)
+		if !ok {
+			continue
+		}
+		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid")
+		flags := proto.DefaultTraceFlags
+		if r[2].Type == gjson.True && proto.ValidTraceFlags(r[1].String()) {
+			flags = r[1].String()
+		}
+		out[i] = telemetry.DeliveryParent(out[i], id, r[0].String(), flags)
+	}
+	return out
+}
+
+// startPublish starts the PRODUCER span of one work item and puts its
+// context in the message's headers, under the lowercase names the engine
+// (and any non-Go consumer) reads.
+func (b *Bridge) startPublish(parent context.Context, msg *nats.Msg, id string) trace.Span {
+	ctx, span := b.tracer.Start(parent, "send "+b.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.name", "send"),
+			attribute.String("messaging.destination.name", b.cfg.Queue.Subject),
+			attribute.String("messaging.message.id", id),
+			attribute.String("jetrelay.delivery_id", id),
+		)
+	}
+	propagation.TraceContext{}.Inject(ctx, telemetry.NATSCarrier(msg.Header))
+	return span
+}
+
+func endPublish(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

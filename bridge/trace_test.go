@@ -1,0 +1,101 @@
+package bridge_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+)
+
+// streamTraceparents returns the lowercase traceparent header of each work item
+// in the dispatch stream, by delivery id.
+func (e *env) streamTraceparents(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := testCtx(t)
+	n := e.streamMsgs(t)
+	cons, err := e.js.CreateConsumer(ctx, queue.DefaultStream, jetstream.ConsumerConfig{
+		Name: "trace-reader", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1,
+	})
+	if err != nil {
+		t.Fatalf("reader consumer: %v", err)
+	}
+	defer e.js.DeleteConsumer(ctx, queue.DefaultStream, "trace-reader")
+	batch, err := cons.Fetch(int(n), jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	got := map[string]string{}
+	for m := range batch.Messages() {
+		// nats.Header is case-sensitive: only the exact lowercase name counts.
+		if v := m.Headers()["traceparent"]; len(v) == 1 {
+			got[string(m.Data())] = v[0]
+		} else {
+			got[string(m.Data())] = ""
+		}
+	}
+	return got
+}
+
+func TestTracing_PublishSpansAreInTheDeliveryTraceAndTravelInALowercaseHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	ctx := testCtx(t)
+	if err := e.rdb.Set(ctx, store.DeliveryKey("del_traced"), `{"delivery_id":"del_traced","trace_id":"`+traceID+`"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.lpush(t, store.PendingList, []string{"del_traced", "del_no_record"})
+	start(t, e.newBridge(t, bridge.Config{TracerProvider: tp}))
+	eventually(t, 10*time.Second, "both ids in the stream and both publish spans ended", func() bool {
+		return e.streamMsgs(t) == 2 && len(exp.GetSpans()) == 2
+	})
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if s.SpanKind != trace.SpanKindProducer || s.Name != "send jetrelay.dispatch" {
+			t.Errorf("unexpected span %q (%s)", s.Name, s.SpanKind)
+			continue
+		}
+		for _, kv := range s.Attributes {
+			if kv.Key == "jetrelay.delivery_id" {
+				spans[kv.Value.AsString()] = s
+			}
+		}
+	}
+	headers := e.streamTraceparents(t)
+	traced := spans["del_traced"]
+	if traced.SpanContext.TraceID().String() != traceID || !traced.Parent.IsRemote() {
+		t.Errorf("publish span of del_traced is in trace %s (parent remote: %v), want the delivery's %s",
+			traced.SpanContext.TraceID(), traced.Parent.IsRemote(), traceID)
+	}
+	if want := "00-" + traceID + "-" + traced.SpanContext.SpanID().String() + "-01"; headers["del_traced"] != want {
+		t.Errorf("work item header traceparent = %q, want %q", headers["del_traced"], want)
+	}
+	untraced := spans["del_no_record"]
+	if !untraced.SpanContext.IsValid() || untraced.Parent.IsValid() {
+		t.Errorf("a delivery without a record should get a root publish span, got %+v", untraced.Parent)
+	}
+	if headers["del_no_record"] == "" {
+		t.Errorf("work item without a record carries no traceparent")
+	}
+}
+
+func TestTracing_ABridgeWithoutATracerAddsNoHeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lpush(t, store.PendingList, []string{"del_plain"})
+	start(t, e.newBridge(t, bridge.Config{}))
+	eventually(t, 10*time.Second, "the id in the stream", func() bool { return e.streamMsgs(t) == 1 })
+	if h := e.streamTraceparents(t)["del_plain"]; h != "" {
+		t.Errorf("traceparent = %q, want none", h)
+	}
+}
