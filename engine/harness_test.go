@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
@@ -49,8 +50,9 @@ type envOptions struct {
 	redis     redisproc.Options
 	handler   http.Handler // extra receiver routes under /custom/
 	engine    func(*engine.Config)
-	timeout   time.Duration // webhook request timeout, default 2s
-	ackWait   time.Duration // consumer AckWait, default 5s
+	timeout   time.Duration        // webhook request timeout, default 2s
+	ackWait   time.Duration        // consumer AckWait, default 5s
+	tracer    trace.TracerProvider // the bridge's and the engine's spans; nil: none
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -91,6 +93,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		// Short enough for tests, and parking (not delayed naks) for
 		// anything longer than 200ms, so that path is exercised everywhere.
 		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
+		TracerProvider: o.tracer,
 	}
 	if o.engine != nil {
 		o.engine(&cfg)
@@ -99,7 +102,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", DeferredPoll: 50 * time.Millisecond})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", DeferredPoll: 50 * time.Millisecond, TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

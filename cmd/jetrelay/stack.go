@@ -122,7 +122,12 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 	}
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
-		s.bridge, err = bridge.New(s.rdb, s.js, bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")})
+		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")}
+		if s.tracing.Enabled() {
+			// Only then: the bridge reads each batch's trace ids from Redis.
+			bc.TracerProvider = s.tracing.Provider()
+		}
+		s.bridge, err = bridge.New(s.rdb, s.js, bc)
 		if err != nil {
 			return nil, err
 		}

@@ -74,7 +74,7 @@ func TestRun_WithAnOTLPEndpointExportsTheDeliveryTraceAndFlushesItOnSIGTERM(t *t
 	if !bytes.Contains(exported, tid) {
 		t.Fatalf("the collector got %d bytes of spans, none in the event's trace %s", len(exported), ev.TraceID)
 	}
-	for _, name := range []string{"process jetrelay.dispatch", "POST"} {
+	for _, name := range []string{"send jetrelay.dispatch", "process jetrelay.dispatch", "POST"} {
 		if !bytes.Contains(exported, []byte(name)) {
 			t.Errorf("no %q span exported", name)
 		}
