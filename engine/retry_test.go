@@ -104,9 +104,14 @@ func TestAutoDisable_ReachingThresholdDisablesAndSavesWebhookDisabledEvent(t *te
 	}
 	ctx := context.Background()
 	cid := "webhook_auto_disable:" + sub + ":" + last
-	ids, err := e.redis.Client.SMembers(ctx, "events:correlation:"+cid).Result()
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("webhook.disabled correlation set: %v %v", ids, err)
+	// The event is saved just after the DISABLED write, so wait for it.
+	var ids []string
+	waitFor(t, 5*time.Second, "the webhook.disabled event", func() bool {
+		ids, _ = e.redis.Client.SMembers(ctx, "events:correlation:"+cid).Result()
+		return len(ids) > 0
+	})
+	if len(ids) != 1 {
+		t.Fatalf("webhook.disabled correlation set: %v", ids)
 	}
 	raw, err := e.redis.Client.Get(ctx, "event:"+ids[0]).Result()
 	if err != nil {

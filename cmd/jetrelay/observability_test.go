@@ -118,7 +118,11 @@ func TestRun_MetricsExposeEveryReferenceSeriesAndLogsKeepSecretsOut(t *testing.T
 		unsent = append(unsent, d.DeliveryID)
 	}
 
-	r := startRelay(t, b.env("JETRELAY_LOG_FORMAT", "json", "JETRELAY_LOG_LEVEL", "debug", "CYCLES_METRICS_TENANT_TAG_ENABLED", "true"))
+	// Inactive policy "fail": the dead subscription's second delivery, if it
+	// is still retrying when the first one disables it, ends at once
+	// ("Subscription not active") instead of waiting for a re-enable.
+	r := startRelay(t, b.env("JETRELAY_LOG_FORMAT", "json", "JETRELAY_LOG_LEVEL", "debug", "CYCLES_METRICS_TENANT_TAG_ENABLED", "true",
+		"JETRELAY_INACTIVE_SUBSCRIPTIONS", "fail"))
 	all := append(append(slices.Clone(sent), shaped...), unsent...)
 	b.awaitSettled(t, all, 20*time.Second)
 	r.awaitHTTP(t, "/readyz", http.StatusOK, 10*time.Second)
