@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
@@ -35,6 +36,7 @@ const testKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 // in-process JetStream server, the bridge, the engine and an HTTP receiver.
 type env struct {
 	redis  *testenv.RedisEnv
+	nc     *nats.Conn
 	js     jetstream.JetStream
 	qc     queue.Config
 	store  *store.Store
@@ -53,12 +55,15 @@ type envOptions struct {
 	timeout   time.Duration        // webhook request timeout, default 2s
 	ackWait   time.Duration        // consumer AckWait, default 5s
 	tracer    trace.TracerProvider // the bridge's and the engine's spans; nil: none
+	// transports registers more transports (e.g. natsink on the test's
+	// NATS connection) next to the webhook one.
+	transports func(*transport.Registry, *nats.Conn)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	e := &env{redis: testenv.Redis(t, o.redis), tenant: "acme-corp"}
-	_, _, e.js = testenv.NATS(t)
+	_, e.nc, e.js = testenv.NATS(t)
 	e.store = store.New(e.redis.Client)
 	e.admin = admin.NewWriter(e.redis.Client, parseKey(t, o.adminKey))
 	e.recv = receiver.New()
@@ -86,6 +91,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	reg := transport.NewRegistry()
 	reg.Register("http", wh)
 	reg.Register("https", wh)
+	if o.transports != nil {
+		o.transports(reg, e.nc)
+	}
 	cfg := engine.Config{
 		Queue: e.qc, Workers: 8, SecretKey: parseKey(t, o.engineKey),
 		InfraRetryMin: 100 * time.Millisecond, InfraRetryMax: time.Second,
