@@ -450,5 +450,8 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 	eventually(t, 20*time.Second, "ids published after NATS returned", func() bool {
 		return e.llen(t, processing)+e.llen(t, pending) == 0
 	})
+	// The test's own connection reconnects on its own schedule: read the
+	// stream once it answers again.
+	eventually(t, 20*time.Second, "the stream to answer with every id", func() bool { return e.streamMsgs(t) >= 50 })
 	e.assertExactlyOnce(t, want)
 }

@@ -162,7 +162,9 @@ func deliver(t *testing.T, tr transport.Transport, ctx context.Context, req *tra
 // await polls the destination until a message with eventID arrived.
 func await(t *testing.T, d Destination, eventID string) Message {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: a loaded CI machine running -race can take a while to get
+	// a broker-backed destination (an SQS emulator) to hand a message over.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, m := range d.Received() {
 			if m.EventID == eventID {
@@ -389,7 +391,9 @@ func testNoLeak(t *testing.T, h Harness) {
 	// A few goroutines may come and go (a kept-alive connection, the
 	// runtime's own); one per delivery does not.
 	const slack = 6
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: a loaded CI machine running -race can take a while to get
+	// a broker-backed destination (an SQS emulator) to hand a message over.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		now := runtime.NumGoroutine()
 		if now <= before+slack {
