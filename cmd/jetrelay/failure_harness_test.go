@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +17,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -48,18 +44,7 @@ type loadBed struct {
 func newLoadBed(t *testing.T, redisOpts redisproc.Options) *loadBed {
 	t.Helper()
 	b := &bed{redis: testenv.Redis(t, redisOpts), recv: receiver.New(), mux: http.NewServeMux()}
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	b.keyB64 = base64.StdEncoding.EncodeToString(raw)
-	key, err := proto.ParseSecretKey(b.keyB64)
-	if err != nil {
-		t.Fatalf("parse generated key: %v", err)
-	}
-	b.writer = admin.NewWriter(b.redis.Client, key)
-	b.store = store.New(b.redis.Client)
-	srv := httptest.NewServer(b.mux)
-	t.Cleanup(srv.Close)
-	b.recvBase = srv.URL
+	b.equip(t)
 
 	lb := &loadBed{bed: b}
 	for i := range loadSubscriptions {

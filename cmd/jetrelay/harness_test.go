@@ -264,7 +264,14 @@ func newBed(t *testing.T) *bed {
 	}
 	t.Cleanup(ns.Shutdown)
 	b.nats = ns
+	b.equip(t)
+	return b
+}
 
+// equip gives b a fresh encryption key, an admin writer that stores secrets
+// encrypted with it, a store, and a receiver server behind b.mux.
+func (b *bed) equip(t *testing.T) {
+	t.Helper()
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	b.keyB64 = base64.StdEncoding.EncodeToString(raw)
@@ -278,7 +285,6 @@ func newBed(t *testing.T) *bed {
 	srv := httptest.NewServer(b.mux)
 	t.Cleanup(srv.Close)
 	b.recvBase = srv.URL
-	return b
 }
 
 // env is the environment of a jetrelay process on this bed.
