@@ -18,7 +18,11 @@ func (i *Instant) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b[1:n-1], '\\') < 0 {
+		// The usual form: a plain string with nothing to unescape. The
+		// decoder has already checked that b is a valid JSON value.
+		s = string(b[1 : n-1])
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("proto: instant must be a string, got %s", truncateForError(b))
 	}
 	t, err := ParseInstant(s)

@@ -36,7 +36,7 @@ type Request struct {
 	TraceID        string            // X-Cycles-Trace-Id: 32 lowercase hex
 	Traceparent    string            // W3C traceparent for this attempt
 	RequestID      string            // X-Request-Id, or ""
-	Headers        map[string]string // the subscription's custom headers
+	Headers        map[string]string // the subscription's custom headers; shared with other requests, read-only
 	DeliveryID     string            // for logs and transports that key on it
 	SubscriptionID string            // e.g. a FIFO message group
 	Attempt        int               // 1-based attempt number

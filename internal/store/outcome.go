@@ -33,7 +33,8 @@ return 1`
 // subscription from their current state. sub is nil when the subscription
 // record no longer exists (or cannot be read); a nil or empty patch leaves
 // that record alone. It may be called more than once and must have no side
-// effects beyond computing the patches.
+// effects beyond computing the patches, and must not modify d or sub (sub
+// may be shared with other readers of the same record).
 type OutcomeFunc func(d *proto.Delivery, sub *proto.Subscription) (deliveryPatch, subscriptionPatch Patch, err error)
 
 // RecordOutcome applies fn's patches to delivery rec and its subscription
@@ -58,7 +59,7 @@ func (s *Store) RecordOutcome(ctx context.Context, rec *DeliveryRecord, subRaw [
 		}
 		var sub *proto.Subscription
 		if subRaw != nil {
-			if parsed, err := proto.ParseSubscription(subRaw); err == nil {
+			if parsed, err := s.subs.parse(sKey, subRaw); err == nil {
 				sub = parsed
 			}
 		}

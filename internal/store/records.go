@@ -56,7 +56,8 @@ type Bundle struct {
 
 	// SubscriptionRaw is webhook:{subscription_id} as stored.
 	SubscriptionRaw []byte
-	Subscription    *proto.Subscription
+	// Subscription may be shared with other bundles: read it, never modify it.
+	Subscription *proto.Subscription
 	// SubscriptionErr is nil, an error wrapping ErrNotFound, or a *CorruptError
 	// (also for a record over MaxSubscriptionRecord).
 	SubscriptionErr error
@@ -115,7 +116,7 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		b.SubscriptionErr = checkSize(subKey, b.SubscriptionRaw, MaxSubscriptionRecord)
 	}
 	if b.SubscriptionErr == nil {
-		if b.Subscription, err = proto.ParseSubscription(b.SubscriptionRaw); err != nil {
+		if b.Subscription, err = s.subs.parse(subKey, b.SubscriptionRaw); err != nil {
 			b.SubscriptionErr = &CorruptError{Key: subKey, Err: err}
 		}
 	}

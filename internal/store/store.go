@@ -98,6 +98,8 @@ type Store struct {
 	saveEvent *redis.Script
 
 	forgetDeferred *redis.Script
+
+	subs *subCache
 }
 
 // New returns a Store over rdb. The caller owns rdb and closes it.
@@ -109,6 +111,8 @@ func New(rdb redis.UniversalClient) *Store {
 
 		forgetDeferred: redis.NewScript(forgetDeferredLua),
 		saveEvent:      redis.NewScript(saveEventLua),
+
+		subs: newSubCache(),
 	}
 }
 
