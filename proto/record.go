@@ -3,8 +3,10 @@ package proto
 import (
 	"bytes"
 	"encoding/json"
+
 	"errors"
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"time"
 )
 
@@ -166,10 +168,17 @@ func ParseSubscription(raw []byte) (*Subscription, error) {
 // would accept a bare null and leave a zero record, which would then look
 // like a real one with every field missing.
 func unmarshalRecord(raw []byte, v any) error {
+	if err := checkObject(raw); err != nil {
+		return err
+	}
+	return gojson.Unmarshal(raw, v)
+}
+
+func checkObject(raw []byte) error {
 	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		return errors.New("record is not a JSON object")
 	}
-	return json.Unmarshal(raw, v)
+	return nil
 }
 
 func truncateForError(b []byte) string {

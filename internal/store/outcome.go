@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -86,7 +84,7 @@ func (s *Store) RecordOutcome(ctx context.Context, rec *DeliveryRecord, subRaw [
 		if writeSub {
 			flag = "1"
 		}
-		res, err := s.casPair.Run(ctx, s.rdb, []string{dKey, sKey}, dRaw, dNext, flag, subRaw, sNext).Int()
+		res, err := s.casPair.Run(ctx, s.scripter(), []string{dKey, sKey}, dRaw, dNext, flag, subRaw, sNext).Int()
 		if err != nil {
 			return false, fmt.Errorf("store: record outcome of %s: %w", strconv.Quote(dKey), err)
 		}
@@ -104,12 +102,8 @@ func (s *Store) RecordOutcome(ctx context.Context, rec *DeliveryRecord, subRaw [
 // readPair reads a delivery and its subscription in one round trip. A
 // missing or unreadable subscription comes back as nil bytes.
 func (s *Store) readPair(ctx context.Context, dKey, sKey string) ([]byte, *proto.Delivery, []byte, error) {
-	var dc, sc *redis.StringCmd
-	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		dc = p.Get(ctx, dKey)
-		sc = p.Get(ctx, sKey)
-		return nil
-	})
+	cmds := s.gets(ctx, dKey, sKey)
+	dc, sc := cmds[0], cmds[1]
 	dRaw, err := readRecord(dc, dKey)
 	if err != nil {
 		return nil, nil, nil, err

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/tidwall/sjson"
+	"github.com/tidwall/gjson"
 
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -69,11 +71,15 @@ func validFieldName(name string) bool {
 	return true
 }
 
-// apply writes p into a copy of raw: an existing key is rewritten in place,
-// a new key is appended before the closing brace, and every other byte of
-// the record is left as it was.
+// apply writes p into a copy of raw: an existing key is rewritten in place
+// (every occurrence, should the record repeat it), a new key is appended
+// before the closing brace, and every other byte of the record is left as it
+// was. When p names a field twice, the last value wins. It reads raw once,
+// however many fields p has.
 func (p Patch) apply(raw []byte) ([]byte, error) {
-	out := append([]byte(nil), raw...)
+	names := make(map[string]int, len(p)) // field name → its value in vals
+	vals := make([][]byte, 0, len(p))
+	order := make([]string, 0, len(p)) // first-appearance order, for appending
 	for _, f := range p {
 		if !validFieldName(f.Name) {
 			return nil, fmt.Errorf("store: patch field name %s is not a plain top-level name", strconv.Quote(f.Name))
@@ -82,9 +88,51 @@ func (p Patch) apply(raw []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: patch field %s: %w", f.Name, err)
 		}
-		if out, err = sjson.SetRawBytes(out, f.Name, val); err != nil {
-			return nil, fmt.Errorf("store: patch field %s: %w", f.Name, err)
+		if i, ok := names[f.Name]; ok {
+			vals[i] = val
+			continue
 		}
+		names[f.Name] = len(vals)
+		vals = append(vals, val)
+		order = append(order, f.Name)
 	}
-	return out, nil
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
+		return nil, errors.New("store: patch target is not a JSON object")
+	}
+	out := make([]byte, 0, len(raw)+64*len(vals))
+	seen := make([]bool, len(vals))
+	last, keys := 0, 0
+	root.ForEach(func(k, v gjson.Result) bool {
+		keys++
+		i, ok := names[k.Str]
+		if !ok {
+			return true
+		}
+		out = append(out, raw[last:v.Index]...)
+		out = append(out, vals[i]...)
+		last = v.Index + len(v.Raw)
+		seen[i] = true
+		return true
+	})
+	end := bytes.LastIndexByte(raw, '}')
+	if end < last {
+		return nil, errors.New("store: patch target is not a complete JSON object")
+	}
+	out = append(out, raw[last:end]...)
+	for _, name := range order {
+		i := names[name]
+		if seen[i] {
+			continue
+		}
+		if keys > 0 {
+			out = append(out, ',')
+		}
+		keys++
+		out = append(out, '"')
+		out = append(out, name...)
+		out = append(out, '"', ':')
+		out = append(out, vals[i]...)
+	}
+	return append(out, raw[end:]...), nil
 }

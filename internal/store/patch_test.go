@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/sjson"
+
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -58,5 +60,73 @@ func TestPatchApply_RefusesValuesAndNamesItCannotWriteFaithfully(t *testing.T) {
 				t.Fatalf("apply(%+v) error = %v, want one mentioning %q", tt.field, err, tt.want)
 			}
 		})
+	}
+}
+
+// sjsonApply is the field-by-field patch apply that Patch.apply replaced
+// (one sjson.SetRawBytes per field): the oracle apply must match byte for
+// byte.
+func sjsonApply(p Patch, raw []byte) ([]byte, error) {
+	out := append([]byte(nil), raw...)
+	for _, f := range p {
+		val, err := encodeValue(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = sjson.SetRawBytes(out, f.Name, val); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func TestPatchApply_MatchesFieldByFieldSetsByteForByte(t *testing.T) {
+	at := time.Date(2026, 4, 1, 12, 5, 10, 532114000, time.UTC)
+	records := []string{
+		`{}`,
+		`{"status":"PENDING"}`,
+		`{"delivery_id":"del_1","status":"RETRYING","attempts":2,"error_message":"HTTP 503","next_retry_at":"2026-04-01T12:00:01.224Z","nested":{"status":"x"},"list":[1,{"attempts":9}]}`,
+		"{ \"status\" : \"PENDING\" ,\n \"attempts\":0 }",
+		`{"a\u0062":1,"status":"PENDING"}`,
+	}
+	patches := []Patch{
+		{{"status", proto.DeliverySuccess}},
+		{{"status", proto.DeliverySuccess}, {"attempts", 3}, {"completed_at", at}, {"error_message", nil}, {"next_retry_at", nil}},
+		{{"brand_new", "v"}, {"another", int64(7)}},
+		{{"status", proto.DeliveryRetrying}, {"status", proto.DeliveryFailed}},
+		{{"ab", 2}},
+	}
+	for _, rec := range records {
+		for _, p := range patches {
+			want, err := sjsonApply(p, []byte(rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.apply([]byte(rec))
+			if err != nil {
+				t.Fatalf("apply(%v) to %s: %v", p, rec, err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("apply(%v) to %s\n got %s\nwant %s", p, rec, got, want)
+			}
+		}
+	}
+}
+
+func TestPatchApply_RewritesEveryCopyOfARepeatedKey(t *testing.T) {
+	got, err := Patch{{"status", proto.DeliverySuccess}}.apply([]byte(`{"status":"PENDING","x":1,"status":"RETRYING"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"status":"SUCCESS","x":1,"status":"SUCCESS"}`; string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestPatchApply_RefusesWhatIsNotAnObject(t *testing.T) {
+	for _, raw := range []string{``, `null`, `[1]`, `"s"`, `{"status":`} {
+		if got, err := (Patch{{"status", proto.DeliverySuccess}}).apply([]byte(raw)); err == nil {
+			t.Errorf("apply to %q = %s, want an error", raw, got)
+		}
 	}
 }

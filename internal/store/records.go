@@ -29,7 +29,7 @@ type SubscriptionRecord struct {
 // when Redis could not be asked.
 func (s *Store) Delivery(ctx context.Context, id string) (*DeliveryRecord, error) {
 	key := DeliveryKey(id)
-	raw, err := s.get(ctx, key)
+	raw, err := readRecord(s.gets(ctx, key)[0], key)
 	if err != nil {
 		return nil, err
 	}
@@ -78,15 +78,8 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		return nil, errors.New("store: load: nil delivery")
 	}
 	eventKey, subKey, secretKey := EventKey(d.EventID), SubscriptionKey(d.SubscriptionID), SecretKey(d.SubscriptionID)
-	var ev, sub, sec *redis.StringCmd
-	// Pipelined's own error is only the first command's; each command is
-	// classified below instead, since a missing key is not a failure.
-	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ev = p.Get(ctx, eventKey)
-		sub = p.Get(ctx, subKey)
-		sec = p.Get(ctx, secretKey)
-		return nil
-	})
+	cmds := s.gets(ctx, eventKey, subKey, secretKey)
+	ev, sub, sec := cmds[0], cmds[1], cmds[2]
 
 	b := &Bundle{}
 	var err error

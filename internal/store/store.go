@@ -92,7 +92,12 @@ func cutUTF8(s string, n int) string {
 
 // Store reads and writes the Cycles keyspace. It is safe for concurrent use.
 type Store struct {
-	rdb       redis.UniversalClient
+	rdb redis.UniversalClient
+	// hot carries the per-delivery reads and writes (Delivery, Load,
+	// RecordOutcome). On a plain client it is the client's autopipeliner:
+	// commands that many workers issue at the same moment share one write
+	// and one read on one connection instead of a round trip each.
+	hot       hotClient
 	cas       *redis.Script
 	casPair   *redis.Script
 	saveEvent *redis.Script
@@ -106,6 +111,7 @@ type Store struct {
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{
 		rdb:     rdb,
+		hot:     hotPath(rdb),
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
@@ -142,4 +148,53 @@ func classifyGet(key string, err error) error {
 	default:
 		return fmt.Errorf("store: get %s: %w", strconv.Quote(key), err)
 	}
+}
+
+// hotClient is what the per-delivery commands need.
+type hotClient interface {
+	redis.Scripter
+	Get(ctx context.Context, key string) *redis.StringCmd
+}
+
+// hotPath returns rdb's deferred autopipeliner when rdb is a plain client:
+// its commands return at once and their results wait for the batch they
+// joined, so one worker's several reads share a round trip with each other
+// and with every other worker's. Otherwise (cluster, failover clients) it
+// returns nil and the store pipelines per call.
+func hotPath(rdb redis.UniversalClient) hotClient {
+	if c, ok := rdb.(*redis.Client); ok {
+		if ap, err := c.AsyncAutoPipeline(); err == nil {
+			return ap
+		}
+	}
+	return nil
+}
+
+// gets reads keys in one round trip: through the autopipeliner when there is
+// one, as one pipeline otherwise. Each command carries its own result.
+func (s *Store) gets(ctx context.Context, keys ...string) []*redis.StringCmd {
+	cmds := make([]*redis.StringCmd, len(keys))
+	if s.hot != nil {
+		for i, k := range keys {
+			cmds[i] = s.hot.Get(ctx, k)
+		}
+		return cmds
+	}
+	// Pipelined's own error is only the first command's; each command is
+	// classified by the caller instead, since a missing key is not a failure.
+	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	return cmds
+}
+
+// scripter is where the per-delivery scripts run.
+func (s *Store) scripter() redis.Scripter {
+	if s.hot != nil {
+		return s.hot
+	}
+	return s.rdb
 }
