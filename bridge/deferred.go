@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -50,20 +52,30 @@ func (b *Bridge) deferredLoop(ctx context.Context) {
 }
 
 // promoteDeferred publishes one batch of due deferred deliveries and returns
-// how many were due.
+// how many were due. With tracing on, each publish has its span in the
+// delivery's trace (startPromotion), as a publish from dispatch:pending has.
 func (b *Bridge) promoteDeferred(ctx context.Context) (int, error) {
 	due, err := b.store.DueDeferred(ctx, time.Now(), deferredBatch)
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
 	deadline := time.Now().Add(b.cfg.PublishTimeout)
+	parents := b.promotionParents(ctx, due, deadline)
 	futures := make([]jetstream.PubAckFuture, len(due))
 	var errs []error
 	for i, d := range due {
 		if err := queue.ValidateDeliveryID(d.ID); err != nil {
 			continue // cannot be published; forgotten below, never sent
 		}
-		futures[i], err = b.publishDeferred(d, deadline)
+		msg := queue.NewDeferredMsg(b.cfg.Queue.Subject, d.ID, d.DueMillis)
+		var span trace.Span
+		if parents != nil {
+			span = b.startPromotion(parents[i], msg, d)
+		}
+		futures[i], err = b.publishDeferred(msg, deadline)
+		if span != nil {
+			endPublish(span, err)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -96,9 +108,9 @@ func (b *Bridge) promoteDeferred(ctx context.Context) (int, error) {
 	return len(due), nil
 }
 
-func (b *Bridge) publishDeferred(d store.Deferred, deadline time.Time) (jetstream.PubAckFuture, error) {
+func (b *Bridge) publishDeferred(msg *nats.Msg, deadline time.Time) (jetstream.PubAckFuture, error) {
 	for {
-		paf, err := b.js.PublishMsgAsync(queue.NewDeferredMsg(b.cfg.Queue.Subject, d.ID, d.DueMillis),
+		paf, err := b.js.PublishMsgAsync(msg,
 			jetstream.WithExpectStream(b.cfg.Queue.Stream),
 			jetstream.WithStallWait(stallWait))
 		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || !time.Now().Before(deadline) {

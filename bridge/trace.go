@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -55,21 +57,51 @@ func (b *Bridge) traceParents(ctx context.Context, ids []string) []context.Conte
 
 // startPublish starts the PRODUCER span of one work item and puts its
 // context in the message's headers, under the lowercase names the engine
-// (and any non-Go consumer) reads.
-func (b *Bridge) startPublish(parent context.Context, msg *nats.Msg, id string) trace.Span {
+// (and any non-Go consumer) reads. extra attributes describe the item
+// further (startPromotion).
+func (b *Bridge) startPublish(parent context.Context, msg *nats.Msg, id string, extra ...attribute.KeyValue) trace.Span {
 	ctx, span := b.tracer.Start(parent, "send "+b.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
+		msgID := msg.Header.Get(jetstream.MsgIDHeader)
+		if msgID == "" {
+			msgID = id
+		}
 		span.SetAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.operation.type", "send"),
 			attribute.String("messaging.operation.name", "send"),
 			attribute.String("messaging.destination.name", b.cfg.Queue.Subject),
-			attribute.String("messaging.message.id", id),
+			attribute.String("messaging.message.id", msgID),
 			attribute.String("jetrelay.delivery_id", id),
 		)
+		span.SetAttributes(extra...)
 	}
 	propagation.TraceContext{}.Inject(ctx, telemetry.NATSCarrier(msg.Header))
 	return span
+}
+
+// promotionParents is traceParents for a batch of deferred deliveries
+// falling due, nil when tracing is off.
+func (b *Bridge) promotionParents(ctx context.Context, due []store.Deferred, deadline time.Time) []context.Context {
+	if b.tracer == nil || len(due) == 0 {
+		return nil
+	}
+	ids := make([]string, len(due))
+	for i, d := range due {
+		ids[i] = d.ID
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return b.traceParents(ctx, ids)
+}
+
+// startPromotion starts the publish span of a deferred delivery brought
+// back into the stream: a publish span like any other, in the delivery's
+// trace, that says it is a promotion and when the delivery was due.
+func (b *Bridge) startPromotion(parent context.Context, msg *nats.Msg, d store.Deferred) trace.Span {
+	return b.startPublish(parent, msg, d.ID,
+		attribute.Bool("jetrelay.deferred", true),
+		attribute.String("jetrelay.due", time.UnixMilli(d.DueMillis).UTC().Format(time.RFC3339Nano)))
 }
 
 func endPublish(span trace.Span, err error) {

@@ -28,13 +28,14 @@ const (
 )
 
 // extractTrace returns ctx carrying the span context a producer put in the
-// work item's headers, if any.
+// work item's headers, if any, and whether the item was republished
+// (markRepublished).
 func extractTrace(ctx context.Context, m jetstream.Msg) context.Context {
 	h := m.Headers()
 	if len(h) == 0 {
 		return ctx
 	}
-	return propagation.TraceContext{}.Extract(ctx, telemetry.NATSCarrier(h))
+	return markRepublished(propagation.TraceContext{}.Extract(ctx, telemetry.NATSCarrier(h)), m)
 }
 
 // deliveryParent is the parent of an attempt span: the producer's context
@@ -50,8 +51,10 @@ func deliveryParent(ctx context.Context, d *proto.Delivery) context.Context {
 }
 
 // startAttempt starts the CONSUMER span of one handling of a work item.
+// A recording span also links to the delivery's previous handling
+// (linkAttempt).
 func (e *Engine) startAttempt(ctx context.Context, md *jetstream.MsgMetadata, d *proto.Delivery) (context.Context, trace.Span) {
-	ctx, span := e.tracer.Start(deliveryParent(ctx, d), "process "+e.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
+	actx, span := e.tracer.Start(deliveryParent(ctx, d), "process "+e.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String("messaging.system", "nats"),
@@ -65,8 +68,9 @@ func (e *Engine) startAttempt(ctx context.Context, md *jetstream.MsgMetadata, d 
 			attribute.String("jetrelay.event_id", d.EventID),
 			attribute.Int("jetrelay.attempt", d.Attempts+1),
 		)
+		return e.linkAttempt(ctx, actx, span, md, d)
 	}
-	return ctx, span
+	return actx, span
 }
 
 // startSend starts the CLIENT span of one send. Only the URL's scheme and
@@ -136,8 +140,12 @@ func spanEvent(ctx context.Context, name, reason string, extra ...attribute.KeyV
 	}
 	attrs := append([]attribute.KeyValue{attribute.String("jetrelay.reason", reason)}, extra...)
 	span.AddEvent(name, trace.WithAttributes(attrs...))
-	if name == eventFailed {
+	switch name {
+	case eventFailed:
 		span.SetStatus(codes.Error, reason)
+		settled(span)
+	case eventDelivered:
+		settled(span)
 	}
 }
 

@@ -98,9 +98,11 @@ func TestTracing_OneTraceRunsFromTheBridgeThroughEachAttemptAndSendToTheReceiver
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 2 {
 		t.Fatalf("want SUCCESS after a retry, got %s", rec.Raw)
 	}
-	// The server span ends after the response is written: wait for both.
-	waitFor(t, 5*time.Second, "both receiver spans", func() bool {
-		return len(spansOfKind(exp.GetSpans(), trace.SpanKindServer)) == 2
+	// The server span ends after the response is written, the attempt span
+	// after the outcome is: wait for both of each.
+	waitFor(t, 5*time.Second, "both receiver spans and both attempt spans", func() bool {
+		spans := exp.GetSpans()
+		return len(spansOfKind(spans, trace.SpanKindServer)) == 2 && len(spansOfKind(spans, trace.SpanKindConsumer)) == 2
 	})
 	spans := exp.GetSpans()
 	for _, s := range spans {
@@ -143,6 +145,7 @@ func TestTracing_OneTraceRunsFromTheBridgeThroughEachAttemptAndSendToTheReceiver
 	if !hasEvent(attempts[2], "jetrelay.delivered", "delivered") {
 		t.Errorf("attempt 2 has no delivered event: %+v", attempts[2].Events)
 	}
+	checkChain(t, tracetest.SpanStubs{attempts[1], attempts[2]})
 
 	sends := spansOfKind(spans, trace.SpanKindClient)
 	servers := spansOfKind(spans, trace.SpanKindServer)
