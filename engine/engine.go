@@ -132,6 +132,7 @@ type Engine struct {
 	successes *successLedger
 	breakers  *breakers
 	inflight  *inflight
+	alive     *keepAlive
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
 
@@ -150,6 +151,7 @@ func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg C
 	e.successes = newSuccessLedger(e)
 	e.breakers = newBreakers(cfg.Breaker)
 	e.inflight = newInflight(cfg.MaxInFlight, fastAnswer)
+	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	return e, nil
 }
 
@@ -166,6 +168,8 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	flushDone := make(chan struct{})
 	go func() { defer close(flushDone); e.successes.run(workCtx) }()
+	aliveDone := make(chan struct{})
+	go func() { defer close(aliveDone); e.alive.run(workCtx) }()
 
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
@@ -191,6 +195,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	cancelWork()
 	<-flushDone
+	<-aliveDone
 	// Last coalesced success timestamps, bounded so shutdown stays bounded.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

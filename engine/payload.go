@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -75,20 +77,20 @@ func payloadViolations(ev *proto.Event) []string {
 		Operation             json.RawMessage `json:"operation"`
 		SpentOverrideProvided json.RawMessage `json:"spent_override_provided"`
 	}
-	isObject := json.Unmarshal(data, &fields) == nil
+	isObject := gojson.Unmarshal(data, &fields) == nil
 	if typeCategory == "budget" {
 		var ledger string
-		if !isObject || json.Unmarshal(fields.LedgerID, &ledger) != nil || blank(ledger) {
+		if !isObject || gojson.Unmarshal(fields.LedgerID, &ledger) != nil || blank(ledger) {
 			rules = append(rules, "budget_data_shape")
 		}
 		var op string
-		if present(fields.Operation) && (json.Unmarshal(fields.Operation, &op) != nil || !budgetOperations[op]) {
+		if present(fields.Operation) && (gojson.Unmarshal(fields.Operation, &op) != nil || !budgetOperations[op]) {
 			rules = append(rules, "budget_data_shape")
 		}
 	}
 	if ev.EventType == "budget.reset_spent" && present(fields.SpentOverrideProvided) {
 		var b bool
-		if json.Unmarshal(fields.SpentOverrideProvided, &b) != nil {
+		if gojson.Unmarshal(fields.SpentOverrideProvided, &b) != nil {
 			rules = append(rules, "reset_spent_shape")
 		}
 	}

@@ -53,7 +53,7 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
-	stop := e.keepAlive(m)
+	stop := e.alive.track(m)
 	s := e.safeProcess(extractTrace(ctx, m), id, md)
 	stop()
 	switch s.kind {
@@ -86,33 +86,6 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 	}
 	e.log.Error("malformed work item quarantined in dispatch:failed", "err", cause)
 	_ = m.Term()
-}
-
-// keepAlive tells the server the item is still being worked on every
-// AckWait/4, so a slow send never outlives AckWait and reaches a second
-// replica. An item may first wait in the client's buffer (at most Workers
-// items, each behind a send bounded by AttemptTimeout ≤ AckWait/2 + 5 s),
-// so the first signal still comes in time. stop waits for the ticker to
-// finish: an in-progress signal sent after the final nak would reset the
-// nak's delay on the server.
-func (e *Engine) keepAlive(m jetstream.Msg) (stop func()) {
-	every := e.cfg.Queue.AckWait / 4
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
 }
 
 // process runs the decision matrix of the reference service (contract

@@ -53,7 +53,7 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.refDeliveries, "ref-deliveries", 3000, "deliveries the sequential reference loop sends to the fast receiver")
 	fs.IntVar(&o.refSlow, "ref-slow-deliveries", 60, "deliveries the sequential reference loop sends to the slow receiver (~20/s)")
 	fs.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the ceiling's workers POST")
-	fs.IntVar(&o.emitters, "emitters", 32, "concurrent admin writers")
+	fs.IntVar(&o.emitters, "emitters", 128, "concurrent admin writers")
 	fs.IntVar(&o.eventBytes, "event-bytes", 1024, "approximate size of each stored event (JSON)")
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long a case may take to deliver everything before it is reported incomplete")
 	fs.StringVar(&o.chart, "chart", "", "write the throughput chart (PNG) here; default: next to --out, named after it (BENCHMARKS.png)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,28 +28,31 @@ type Field struct {
 type Patch []Field
 
 // encodeValue renders v as the JSON Jackson would write for it.
-func encodeValue(v any) ([]byte, error) {
+func encodeValue(v any) ([]byte, error) { return appendValue(nil, v) }
+
+// appendValue appends encodeValue(v) to b.
+func appendValue(b []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
-		return []byte("null"), nil
+		return append(b, "null"...), nil
 	case string:
-		return proto.AppendJSONString(nil, v), nil
+		return proto.AppendJSONString(b, v), nil
 	case proto.DeliveryStatus:
-		return proto.AppendJSONString(nil, string(v)), nil
+		return proto.AppendJSONString(b, string(v)), nil
 	case proto.SubscriptionStatus:
-		return proto.AppendJSONString(nil, string(v)), nil
+		return proto.AppendJSONString(b, string(v)), nil
 	case int:
-		return strconv.AppendInt(nil, int64(v), 10), nil
+		return strconv.AppendInt(b, int64(v), 10), nil
 	case int64:
-		return strconv.AppendInt(nil, v, 10), nil
+		return strconv.AppendInt(b, v, 10), nil
 	case bool:
-		return strconv.AppendBool(nil, v), nil
+		return strconv.AppendBool(b, v), nil
 	case time.Time:
-		b := append(make([]byte, 0, 32), '"')
+		b = append(b, '"')
 		b = proto.AppendInstant(b, v)
 		return append(b, '"'), nil
 	default:
-		return nil, fmt.Errorf("unsupported value type %T", v)
+		return b, fmt.Errorf("unsupported value type %T", v)
 	}
 }
 
@@ -77,42 +81,48 @@ func validFieldName(name string) bool {
 // was. When p names a field twice, the last value wins. It reads raw once,
 // however many fields p has.
 func (p Patch) apply(raw []byte) ([]byte, error) {
-	names := make(map[string]int, len(p)) // field name → its value in vals
-	vals := make([][]byte, 0, len(p))
-	order := make([]string, 0, len(p)) // first-appearance order, for appending
+	// Each distinct name's encoded value, in first-appearance order; enc
+	// holds the values back to back.
+	type slot struct {
+		name       string
+		start, end int
+		seen       bool
+	}
+	slots := make([]slot, 0, len(p))
+	enc := make([]byte, 0, 32*len(p))
 	for _, f := range p {
 		if !validFieldName(f.Name) {
 			return nil, fmt.Errorf("store: patch field name %s is not a plain top-level name", strconv.Quote(f.Name))
 		}
-		val, err := encodeValue(f.Value)
-		if err != nil {
+		start := len(enc)
+		var err error
+		if enc, err = appendValue(enc, f.Value); err != nil {
 			return nil, fmt.Errorf("store: patch field %s: %w", f.Name, err)
 		}
-		if i, ok := names[f.Name]; ok {
-			vals[i] = val
-			continue
+		i := slices.IndexFunc(slots, func(s slot) bool { return s.name == f.Name })
+		if i < 0 {
+			slots = append(slots, slot{name: f.Name})
+			i = len(slots) - 1
 		}
-		names[f.Name] = len(vals)
-		vals = append(vals, val)
-		order = append(order, f.Name)
+		slots[i].start, slots[i].end = start, len(enc)
 	}
 	root := gjson.ParseBytes(raw)
 	if !root.IsObject() {
 		return nil, errors.New("store: patch target is not a JSON object")
 	}
-	out := make([]byte, 0, len(raw)+64*len(vals))
-	seen := make([]bool, len(vals))
+	out := make([]byte, 0, len(raw)+len(enc)+16*len(slots))
 	last, keys := 0, 0
 	root.ForEach(func(k, v gjson.Result) bool {
 		keys++
-		i, ok := names[k.Str]
-		if !ok {
-			return true
+		for i := range slots {
+			if slots[i].name == k.Str {
+				out = append(out, raw[last:v.Index]...)
+				out = append(out, enc[slots[i].start:slots[i].end]...)
+				last = v.Index + len(v.Raw)
+				slots[i].seen = true
+				break
+			}
 		}
-		out = append(out, raw[last:v.Index]...)
-		out = append(out, vals[i]...)
-		last = v.Index + len(v.Raw)
-		seen[i] = true
 		return true
 	})
 	end := bytes.LastIndexByte(raw, '}')
@@ -120,9 +130,8 @@ func (p Patch) apply(raw []byte) ([]byte, error) {
 		return nil, errors.New("store: patch target is not a complete JSON object")
 	}
 	out = append(out, raw[last:end]...)
-	for _, name := range order {
-		i := names[name]
-		if seen[i] {
+	for _, s := range slots {
+		if s.seen {
 			continue
 		}
 		if keys > 0 {
@@ -130,9 +139,9 @@ func (p Patch) apply(raw []byte) ([]byte, error) {
 		}
 		keys++
 		out = append(out, '"')
-		out = append(out, name...)
+		out = append(out, s.name...)
 		out = append(out, '"', ':')
-		out = append(out, vals[i]...)
+		out = append(out, enc[s.start:s.end]...)
 	}
 	return append(out, raw[end:]...), nil
 }
