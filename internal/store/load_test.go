@@ -50,8 +50,30 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// otherClient is a redis.UniversalClient that is not a *redis.Client (as a
+// cluster or failover client is not): the store then pipelines per call
+// instead of going through the autopipeliner.
+type otherClient struct{ *redis.Client }
+
 func TestLoad_FetchesEventSubscriptionAndSecretInOneRoundTrip(t *testing.T) {
-	st, c, _ := newStore(t)
+	t.Run("autopipelined", func(t *testing.T) {
+		st, c, _ := newStore(t)
+		if st.hot == nil {
+			t.Fatal("a plain client's store has no autopipeliner")
+		}
+		testLoadInOneRoundTrip(t, st, c)
+	})
+	t.Run("pipelined per call", func(t *testing.T) {
+		_, c, _ := newStore(t)
+		st := New(otherClient{c})
+		if st.hot != nil {
+			t.Fatal("the store autopipelines a client that is not a *redis.Client")
+		}
+		testLoadInOneRoundTrip(t, st, c)
+	})
+}
+
+func testLoadInOneRoundTrip(t *testing.T, st *Store, c *redis.Client) {
 	mustSet(t, c, EventKey(evtID), storedEvent)
 	mustSet(t, c, SubscriptionKey(subID), adminSub)
 	mustSet(t, c, SecretKey(subID), "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw=")

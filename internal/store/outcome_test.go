@@ -120,8 +120,17 @@ func TestRecordOutcome_VanishedDeliveryIsNotFoundAndNothingIsWritten(t *testing.
 }
 
 func TestRecordOutcome_ConcurrentFailuresOnOneSubscriptionAreCountedExactly(t *testing.T) {
-	env := testenv.Redis(t)
-	st := New(env.Client)
+	t.Run("autopipelined", func(t *testing.T) {
+		env := testenv.Redis(t)
+		testConcurrentFailuresCounted(t, env, New(env.Client))
+	})
+	t.Run("pipelined per call", func(t *testing.T) {
+		env := testenv.Redis(t)
+		testConcurrentFailuresCounted(t, env, New(otherClient{env.Client}))
+	})
+}
+
+func testConcurrentFailuresCounted(t *testing.T, env *testenv.RedisEnv, st *Store) {
 	ctx := context.Background()
 	env.Client.Set(ctx, SubscriptionKey(subID), adminSub, 0)
 	const n = 48
