@@ -172,7 +172,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		}
 		s.registry.Register("http", s.webhook)
 		s.registry.Register("https", s.webhook)
-		s.engine, err = engine.New(store.New(s.rdb), s.engineJS, s.registry, engine.Config{
+		s.engine, err = engine.New(store.NewWithOptions(s.rdb, store.Options{AutoPipeline: cfg.RedisAutoPipeline}), s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
 			TracerProvider: s.tracing.Provider(),

@@ -35,6 +35,9 @@ type Config struct {
 	RedisHost     string
 	RedisPort     int
 	RedisPassword string
+	// RedisAutoPipeline sends the engine's per-delivery commands through
+	// go-redis's autopipeliner.
+	RedisAutoPipeline bool
 
 	NATSURL    string // empty: start an embedded JetStream server
 	DataDir    string // embedded JetStream storage
@@ -103,6 +106,7 @@ func options() []option {
 		{"REDIS_HOST", "redis-host", "localhost", "Redis host (as the reference service)", setString(func(c *Config) *string { return &c.RedisHost })},
 		{"REDIS_PORT", "redis-port", "6379", "Redis port", setInt(func(c *Config) *int { return &c.RedisPort })},
 		{"REDIS_PASSWORD", "redis-password", "", "Redis password", setString(func(c *Config) *string { return &c.RedisPassword })},
+		{"JETRELAY_REDIS_AUTOPIPELINE", "redis-autopipeline", "true", "engine's per-delivery Redis reads and writes share round trips (go-redis autopipelining, marked experimental upstream); false: one pipeline per call", setBool(func(c *Config) *bool { return &c.RedisAutoPipeline })},
 		{"NATS_URL", "nats-url", "", "NATS server URL(s), comma separated; empty starts an embedded JetStream server", setString(func(c *Config) *string { return &c.NATSURL })},
 		{"JETRELAY_DATA_DIR", "data-dir", "jetrelay-data", "embedded JetStream storage directory", setString(func(c *Config) *string { return &c.DataDir })},
 		{"JETRELAY_NATS_LISTEN", "nats-listen", "", "client listen address of the embedded NATS server (e.g. 127.0.0.1:4223); empty: in-process only", setString(func(c *Config) *string { return &c.NATSListen })},

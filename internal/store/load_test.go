@@ -71,6 +71,14 @@ func TestLoad_FetchesEventSubscriptionAndSecretInOneRoundTrip(t *testing.T) {
 		}
 		testLoadInOneRoundTrip(t, st, c)
 	})
+	t.Run("autopipelining switched off", func(t *testing.T) {
+		_, c, _ := newStore(t)
+		st := NewWithOptions(c, Options{})
+		if st.hot != nil {
+			t.Fatal("the store autopipelines although told not to")
+		}
+		testLoadInOneRoundTrip(t, st, c)
+	})
 }
 
 func testLoadInOneRoundTrip(t *testing.T, st *Store, c *redis.Client) {

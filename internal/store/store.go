@@ -108,10 +108,26 @@ type Store struct {
 }
 
 // New returns a Store over rdb. The caller owns rdb and closes it.
-func New(rdb redis.UniversalClient) *Store {
+func New(rdb redis.UniversalClient) *Store { return NewWithOptions(rdb, Options{AutoPipeline: true}) }
+
+// Options tune a Store.
+type Options struct {
+	// AutoPipeline sends the per-delivery commands (Delivery, Load,
+	// RecordOutcome) through rdb's deferred autopipeliner when rdb is a plain
+	// *redis.Client, so that concurrent callers share round trips. Without
+	// it (or with another client type) each call is its own pipeline.
+	AutoPipeline bool
+}
+
+// NewWithOptions is New with opts.
+func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
+	var hot hotClient
+	if opts.AutoPipeline {
+		hot = hotPath(rdb)
+	}
 	return &Store{
 		rdb:     rdb,
-		hot:     hotPath(rdb),
+		hot:     hot,
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
