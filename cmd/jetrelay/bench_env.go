@@ -27,13 +27,14 @@ import (
 
 // benchEnv is one isolated run of jetrelay: its own redis-server (AOF off),
 // an embedded JetStream in a temporary directory, jetrelay built by the same
-// newStack as `run`, and an admin writer on its own Redis connection, as
-// cycles-server-admin would be.
+// newStack as `run` (or `run` itself in a separate process), and an admin
+// writer on its own Redis connection, as cycles-server-admin would be.
 type benchEnv struct {
 	cfg     *config.Config
 	redis   *redisproc.Server
-	stack   *stack
-	replica []*stack // further replicas sharing stack's NATS and Redis (envOptions.replicas)
+	stack   *stack      // nil when jetrelay runs as child
+	child   *relayChild // envOptions.child
+	replica []*stack    // further replicas sharing stack's NATS and Redis (envOptions.replicas)
 	key     *proto.SecretKey
 	admin   *admin.Writer
 	adminDB *redis.Client
@@ -64,6 +65,10 @@ type envOptions struct {
 	tcp bool
 	// held builds jetrelay but does not start it: call start.
 	held bool
+	// child, a jetrelay binary, runs jetrelay as a separate process (that
+	// binary's `run`, with its embedded JetStream) instead of in this one,
+	// configured by the same settings; one replica, no TCP listener.
+	child string
 }
 
 // startBenchEnv starts everything. The engine settings are `run`'s defaults
@@ -106,7 +111,15 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 		}
 	}
 	if opts.tcp || opts.replicas > 1 {
+		if opts.child != "" {
+			return nil, errors.New("a separate jetrelay process runs one replica with in-process NATS")
+		}
 		forced["JETRELAY_NATS_LISTEN"] = "127.0.0.1:0"
+	}
+	if opts.child != "" {
+		// No fixed port to collide on, and no per-delivery logging cost.
+		forced["MANAGEMENT_PORT"] = "0"
+		forced["JETRELAY_LOG_LEVEL"] = "warn"
 	}
 	getenv := func(k string) string {
 		if v, ok := forced[k]; ok {
@@ -122,12 +135,23 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 		}
 		return ""
 	}
-	if env.cfg, err = config.Load("bench", nil, getenv, b.progress); err != nil {
+	// A child is configured by exactly the variables the configuration
+	// read here: what it asked for and got a value.
+	settings := map[string]string{}
+	recorded := func(k string) string {
+		v := getenv(k)
+		if v != "" {
+			settings[k] = v
+		}
+		return v
+	}
+	if env.cfg, err = config.Load("bench", nil, recorded, b.progress); err != nil {
 		return nil, err
 	}
 	env.logs = newLogCounter(b.verbose)
-	env.stack, err = newStack(ctx, env.cfg, env.logs.logger())
-	if err != nil {
+	if opts.child != "" {
+		env.child = newRelayChild(opts.child, settings, b.getenv, b.verbose)
+	} else if env.stack, err = newStack(ctx, env.cfg, env.logs.logger()); err != nil {
 		return nil, err
 	}
 	for i := 2; i <= opts.replicas; i++ {
@@ -154,13 +178,18 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 	}
 	env.admin = admin.NewWriter(ap, env.key)
 	if !opts.held {
-		env.start(ctx)
+		if err := env.start(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return env, nil
 }
 
 // start runs every replica of jetrelay until close.
-func (env *benchEnv) start(ctx context.Context) {
+func (env *benchEnv) start(ctx context.Context) error {
+	if env.child != nil {
+		return env.child.start()
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	env.stopRun = stop
 	stacks := append([]*stack{env.stack}, env.replica...)
@@ -168,6 +197,16 @@ func (env *benchEnv) start(ctx context.Context) {
 	for _, s := range stacks {
 		go func() { env.runDone <- s.run(runCtx) }()
 	}
+	return nil
+}
+
+// childExited is closed when a child jetrelay has exited; nil (never
+// ready) when jetrelay runs in this process or has not been started.
+func (env *benchEnv) childExited() <-chan struct{} {
+	if env.child == nil {
+		return nil
+	}
+	return env.child.done
 }
 
 // serve runs h on a new loopback listener and returns its address.
@@ -315,6 +354,9 @@ func (env *benchEnv) redisCPU(ctx context.Context) time.Duration {
 // close stops jetrelay (draining it) and everything else, removing the
 // temporary directory.
 func (env *benchEnv) close() {
+	if env.child != nil {
+		env.child.stop(10 * time.Second)
+	}
 	if env.stopRun != nil {
 		env.stopRun()
 		for range cap(env.runDone) {

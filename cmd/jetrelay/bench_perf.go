@@ -26,6 +26,7 @@ type perfOptions struct {
 	rates          string // fixed rates, comma separated
 	rateFor        time.Duration
 	queued         int
+	relayBinary    string // the jetrelay binary of the queued case; "" is this one
 	refDeliveries  int
 	refSlow        int
 	ceilingFor     time.Duration
@@ -49,7 +50,8 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.replicas, "replicas", 3, "replicas of the multi-replica case (in this process, sharing one NATS over TCP and one Redis)")
 	fs.StringVar(&o.rates, "rates", "1000,5000", "fixed rates (deliveries/s) of the latency cases, comma separated")
 	fs.DurationVar(&o.rateFor, "rate-for", 10*time.Second, "length of each fixed-rate case")
-	fs.IntVar(&o.queued, "queued", 100000, "deliveries queued before jetrelay starts in the memory case")
+	fs.IntVar(&o.queued, "queued", 100000, "deliveries queued before jetrelay starts in the memory case (jetrelay run as a separate process)")
+	fs.StringVar(&o.relayBinary, "relay-binary", "", "jetrelay binary whose `run` the memory case starts as a separate process; default: this one")
 	fs.IntVar(&o.refDeliveries, "ref-deliveries", 3000, "deliveries the sequential reference loop sends to the fast receiver")
 	fs.IntVar(&o.refSlow, "ref-slow-deliveries", 60, "deliveries the sequential reference loop sends to the slow receiver (~20/s)")
 	fs.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the ceiling's workers POST")

@@ -44,8 +44,8 @@ type perfResult struct {
 	p50, p95, p99, max  time.Duration
 	cpu, redisCPU, wall time.Duration // this process's and redis-server's CPU over wall
 	peakRSS             int64
-	rssLifetime         bool   // VmHWM could not be reset: the process's lifetime peak
-	heapPeak            uint64 // largest Go heap in use seen
+	rssLifetime         bool // VmHWM could not be reset: the process's lifetime peak
+	child               bool // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
 	replicas, workers   int
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
 	emitLag             time.Duration
@@ -59,7 +59,11 @@ func (r *perfResult) line() string {
 	if r.latency {
 		s += fmt.Sprintf(", latency p50 %s p95 %s p99 %s", ms(r.p50), ms(r.p95), ms(r.p99))
 	}
-	return s + fmt.Sprintf(", CPU %.2f cores (+ redis %.2f), peak RSS %.0f MiB", r.cores(), r.redisCores(), float64(r.peakRSS)/(1<<20))
+	s += fmt.Sprintf(", CPU %.2f cores (+ redis %.2f), peak RSS %.0f MiB", r.cores(), r.redisCores(), float64(r.peakRSS)/(1<<20))
+	if r.child {
+		s += " (the jetrelay process)"
+	}
+	return s
 }
 
 func (r *perfResult) cores() float64      { return r.cpu.Seconds() / max(r.wall.Seconds(), 1e-9) }
@@ -160,13 +164,21 @@ type e2eCase struct {
 	rate      float64           // the fixed rate, for the report
 	replicas  int               // 0 or 1: one
 	tcp       bool              // replicas reach NATS over TCP
-	prequeue  bool              // queue everything before jetrelay starts
+	prequeue  bool              // queue everything, then start jetrelay as a separate process (`run`) and measure that
 	settings  map[string]string // JETRELAY_* overrides
 }
 
 func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	p.b.stepf("%s", c.title)
-	env, err := startBenchEnv(ctx, p.b, envOptions{settings: c.settings, encrypt: true, replicas: c.replicas, tcp: c.tcp, held: true})
+	opts := envOptions{settings: c.settings, encrypt: true, replicas: c.replicas, tcp: c.tcp, held: true}
+	if c.prequeue {
+		bin, err := relayBinary(p.o.relayBinary)
+		if err != nil {
+			return nil, err
+		}
+		opts.child = bin
+	}
+	env, err := startBenchEnv(ctx, p.b, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -185,37 +197,37 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	load := newEmitted()
 
 	var (
-		lifetime bool
+		lifetime bool // the in-process peak could not be reset
 		u0       resources
 		r0       time.Duration
 		prof     *cpuProfile
 		t0       time.Time
 		emitDone = make(chan error, 1)
 		emitEnd  time.Time
-		heap     <-chan uint64
 	)
-	heapCtx, stopHeap := context.WithCancel(ctx)
-	defer stopHeap()
 	if c.prequeue {
 		if err := emit(ctx, env.admin, spec, load); err != nil {
 			return nil, err
 		}
 		emitEnd = time.Now()
-		p.b.stepf("  queued %d deliveries in %s; starting jetrelay", len(load.deliveries), emitEnd.Sub(load.first).Round(time.Millisecond))
-		lifetime = !freshMemory()
-		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
+		p.b.stepf("  queued %d deliveries in %s; starting `%s run` as a separate process", len(load.deliveries), emitEnd.Sub(load.first).Round(time.Millisecond), opts.child)
+		// The child's peak and CPU are its own from its start; this
+		// process (the sink) is not profiled, its CPU is added.
+		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), &cpuProfile{}
 		t0 = u0.at
-		heap = sampleHeap(heapCtx, 100*time.Millisecond)
-		env.start(ctx)
+		if err := env.start(ctx); err != nil {
+			return nil, err
+		}
 		emitDone <- nil
 	} else {
-		env.start(ctx)
+		if err := env.start(ctx); err != nil {
+			return nil, err
+		}
 		if err := awaitReady(ctx, env); err != nil {
 			return nil, err
 		}
 		lifetime = !freshMemory()
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
-		heap = sampleHeap(heapCtx, 100*time.Millisecond)
 		go func() {
 			err := emit(ctx, env.admin, spec, load)
 			emitEnd = time.Now()
@@ -237,6 +249,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-env.childExited():
+			return nil, env.child.exitError()
 		case err := <-emitDone:
 			if err != nil {
 				return nil, err
@@ -247,10 +261,21 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	}
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile, profiling = prof.stop(), false
-	res.peakRSS, res.rssLifetime = peakRSS(), lifetime
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
-	stopHeap()
-	res.heapPeak = <-heap
+	if env.child != nil {
+		cpu, rss, err := env.child.usage()
+		if err != nil {
+			select {
+			case <-env.childExited():
+				return nil, env.child.exitError()
+			default:
+				return nil, fmt.Errorf("reading the jetrelay process's usage: %w", err)
+			}
+		}
+		res.child, res.cpu, res.peakRSS = true, res.cpu+cpu, rss
+	} else {
+		res.peakRSS, res.rssLifetime = peakRSS(), lifetime
+	}
 	if emitting {
 		if err := <-emitDone; err != nil {
 			return nil, err
@@ -282,6 +307,10 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			}
 		}
 		res.setLatency(lat)
+	}
+	if res.child {
+		res.note = "jetrelay ran as a separate process (`jetrelay run`, embedded JetStream) started after the queue was built; " +
+			"peak RSS is that process's VmHWM, CPU is its user + system time plus this process's (the receivers')"
 	}
 	if c.layout.dead > 0 {
 		res.note = fmt.Sprintf("%d more deliveries went to the dead endpoints (retrying, parked or failed; not counted)", c.events*c.layout.dead)

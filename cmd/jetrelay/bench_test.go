@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -61,7 +62,8 @@ func TestBench_RejectsUnknownScenarioAndBadNumbers(t *testing.T) {
 
 // The performance scenario with tiny numbers: every kind of case (the
 // ceiling, the reference loop, jetrelay end to end, a fixed rate, a queue
-// built before start) still runs and lands in the document and the chart.
+// built before start, measured on a separate jetrelay process) still runs
+// and lands in the document and the chart.
 func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and an embedded JetStream several times")
@@ -70,7 +72,7 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 	out := filepath.Join(dir, "BENCHMARKS.md")
 	args := []string{"bench", "--scenario", "performance", "--only", "ceiling,fast,reference-fast,rate,queued",
 		"--deliveries", "200", "--ref-deliveries", "50", "--rates", "200", "--rate-for", "500ms", "--queued", "300",
-		"--ceiling-for", "300ms", "--settle", "30s", "--out", out}
+		"--ceiling-for", "300ms", "--settle", "30s", "--relay-binary", binaryPath, "--out", out}
 	var stdout, stderr bytes.Buffer
 	if code := realMain(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -92,6 +94,13 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}
+	}
+	// The queued case's memory is the jetrelay process's, measured.
+	if !regexp.MustCompile(`\| 5 \| 300 queued before start \| .* \| [1-9][0-9]* MiB \(jetrelay process\) \|\n`).Match(doc) {
+		t.Errorf("the queued case's row gives no peak RSS of the jetrelay process:\n%s", doc)
+	}
+	if !strings.Contains(string(doc), "`jetrelay run` as a separate process") {
+		t.Errorf("document does not say the queued case runs jetrelay as a separate process:\n%s", doc)
 	}
 	png, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.png"))
 	if err != nil {
