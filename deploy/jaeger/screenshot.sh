@@ -2,7 +2,8 @@
 # Screenshots one jetrelay delivery trace into docs/img/jaeger-trace.png:
 # starts the cached Jaeger (building it once if needed), runs the traced demo,
 # picks a trace that has the bridge's publish, the engine's attempt and the
-# send, and renders it with headless Chromium.
+# send (preferring the one whose attempts carry the most span links), and
+# renders it with headless Chromium.
 #
 # The Jaeger built from the Go module proxy has no UI assets (the module ships
 # only a placeholder page), so unless the binary serves the real UI the trace
@@ -54,11 +55,17 @@ go tool task demo:traced -- --events 5
 
 # The demo flushes its spans on exit; Jaeger indexes them shortly after.
 # A delivery trace: the bridge's publish, the engine's attempt and the send.
-# Of those, the one with the most spans (retries included) up to 16, so it fits in the window.
+# Of those, up to 40 spans, the one with the most span links (FOLLOWS_FROM
+# references: a delivery handled many times), then the most promotion spans
+# (jetrelay.deferred=true), then the most spans.
 pick='[.data[] | select([.spans[].operationName] as $n
         | ($n | index("send jetrelay.dispatch")) and ($n | index("process jetrelay.dispatch"))
           and ($n | index("POST")))
-      | select(.spans | length <= 16)] | max_by(.spans | length) | .traceID // empty'
+      | select(.spans | length <= 40)]
+    | max_by([([.spans[].references[]? | select(.refType == "FOLLOWS_FROM")] | length),
+              ([.spans[] | select(any(.tags[]?; .key == "jetrelay.deferred" and .value == true))] | length),
+              (.spans | length)])
+    | .traceID // empty'
 trace=""
 for _ in $(seq 50); do
   trace=$(curl -fsS "$api/api/traces?service=jetrelay&limit=20&lookback=1h" | jq -r "$pick")
@@ -76,10 +83,20 @@ else
   url="$api/trace/$trace"
 fi
 
+chrome() {
+  timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$work/chromium" --hide-scrollbars --virtual-time-budget=5000 "$@" 2>>"$work/chromium.log" \
+    || { cat "$work/chromium.log" >&2; exit 1; }
+}
+# trace.html writes its rendered height into <body data-height>: a first
+# pass reads it, so the screenshot holds the whole trace and no blank tail.
+height=900
+if [ "${url#file:}" != "$url" ]; then
+  h=$(chrome --window-size=1400,900 --dump-dom "$url" | sed -n 's/.*data-height="\([0-9]*\)".*/\1/p' | head -n1)
+  [ -n "$h" ] && height=$((h < 300 ? 300 : h > 4000 ? 4000 : h))
+fi
+
 mkdir -p "$(dirname "$out")"
-timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-  --disable-background-networking --disable-component-update --disable-sync \
-  --user-data-dir="$work/chromium" --hide-scrollbars --virtual-time-budget=5000 \
-  --screenshot="$PWD/$out" --window-size=1400,900 "$url" 2>"$work/chromium.log" \
-  || { cat "$work/chromium.log" >&2; exit 1; }
+chrome --screenshot="$PWD/$out" --window-size=1400,"$height" "$url"
 echo "wrote $out"
