@@ -18,15 +18,21 @@ const storedEvent = `{"event_id":"evt_5d7e9f1a3b5c7d9e","event_type":"budget.exh
 
 var loadDelivery = &proto.Delivery{DeliveryID: delID, EventID: evtID, SubscriptionID: subID}
 
-// roundTrips records the GETs of each round trip a client makes (connection
-// handshakes, which go through the same hooks, carry none and are skipped).
+// roundTrips records the keys each round trip a client makes reads with GET
+// or MGET (connection handshakes, which go through the same hooks, carry none
+// and are skipped).
 type roundTrips struct{ gets [][]string }
 
 func (r *roundTrips) record(cmds []redis.Cmder) {
 	var gets []string
 	for _, c := range cmds {
-		if c.Name() == "get" {
+		switch c.Name() {
+		case "get":
 			gets = append(gets, c.Args()[1].(string))
+		case "mget":
+			for _, k := range c.Args()[1:] {
+				gets = append(gets, k.(string))
+			}
 		}
 	}
 	if len(gets) > 0 {

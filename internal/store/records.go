@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -78,18 +80,17 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		return nil, errors.New("store: load: nil delivery")
 	}
 	eventKey, subKey, secretKey := EventKey(d.EventID), SubscriptionKey(d.SubscriptionID), SecretKey(d.SubscriptionID)
-	cmds := s.gets(ctx, eventKey, subKey, secretKey)
-	ev, sub, sec := cmds[0], cmds[1], cmds[2]
+	vals, errs := s.read(ctx, eventKey, subKey, secretKey)
 
 	b := &Bundle{}
 	var err error
-	if b.EventRaw, b.EventErr = readRecord(ev, eventKey); isInfra(b.EventErr) {
+	if b.EventRaw, b.EventErr = vals[0], errs[0]; isInfra(b.EventErr) {
 		return nil, b.EventErr
 	}
-	if b.SubscriptionRaw, b.SubscriptionErr = readRecord(sub, subKey); isInfra(b.SubscriptionErr) {
+	if b.SubscriptionRaw, b.SubscriptionErr = vals[1], errs[1]; isInfra(b.SubscriptionErr) {
 		return nil, b.SubscriptionErr
 	}
-	secret, secretErr := readRecord(sec, secretKey)
+	secret, secretErr := vals[2], errs[2]
 	switch {
 	case secretErr == nil:
 		b.Secret, b.HasSecret = string(secret), true
@@ -114,6 +115,54 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		}
 	}
 	return b, nil
+}
+
+// read reads string keys with one MGET: a single command, which an
+// autopipeliner batches with other workers' commands without holding its
+// flush for more from this caller. MGET answers nil both for a missing key
+// and for a key of another type, so only those keys are read again with GET
+// (a second round trip only when something is missing) to tell ErrNotFound
+// from a *CorruptError. errs[i] is nil, one of those, or the Redis error.
+func (s *Store) read(ctx context.Context, keys ...string) ([][]byte, []error) {
+	vals := make([][]byte, len(keys))
+	errs := make([]error, len(keys))
+	var cmd *redis.SliceCmd
+	if s.hot != nil {
+		cmd = s.hot.MGet(ctx, keys...)
+	} else {
+		cmd = s.rdb.MGet(ctx, keys...)
+	}
+	res, err := cmd.Result()
+	if err == nil && len(res) != len(keys) {
+		err = fmt.Errorf("MGET of %d keys answered %d values", len(keys), len(res))
+	}
+	if err != nil {
+		err = fmt.Errorf("store: read %s: %w", strconv.Quote(keys[0]), err)
+		for i := range errs {
+			errs[i] = err
+		}
+		return vals, errs
+	}
+	var again []int
+	for i, v := range res {
+		if str, ok := v.(string); ok {
+			vals[i] = []byte(str)
+		} else {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return vals, errs
+	}
+	missing := make([]string, len(again))
+	for j, i := range again {
+		missing[j] = keys[i]
+	}
+	for j, c := range s.gets(ctx, missing...) {
+		i := again[j]
+		vals[i], errs[i] = readRecord(c, keys[i])
+	}
+	return vals, errs
 }
 
 // readRecord turns one pipelined GET into bytes or a classified error.

@@ -170,6 +170,7 @@ func classifyGet(key string, err error) error {
 type hotClient interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 }
 
 // hotPath returns rdb's deferred autopipeliner when rdb is a plain client:
