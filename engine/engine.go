@@ -22,7 +22,7 @@ import (
 // Config tunes an Engine. Zero values take the defaults in withDefaults.
 type Config struct {
 	Queue          queue.Config
-	Workers        int              // concurrent deliveries, default 64
+	Workers        int              // concurrent deliveries, default 128
 	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
 	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
 	SecretKey      *proto.SecretKey // decrypts enc: secrets; nil means none configured
@@ -51,6 +51,10 @@ type Config struct {
 // (this long at most) instead of putting the delivery off.
 const fastAnswer = 100 * time.Millisecond
 
+// DefaultWorkers is how many deliveries one replica works on at once
+// unless Config.Workers says otherwise.
+const DefaultWorkers = 128
+
 // Inactive policies.
 const (
 	// InactiveDefer holds a paused or disabled subscription's deliveries
@@ -64,7 +68,7 @@ const (
 func (c Config) withDefaults() Config {
 	c.Queue = c.Queue.WithDefaults()
 	if c.Workers <= 0 {
-		c.Workers = 64
+		c.Workers = DefaultWorkers
 	}
 	if c.MaxDeliveryAge <= 0 {
 		c.MaxDeliveryAge = 24 * time.Hour

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
 // The performance targets of issue 6 (2-core machine, 1 KB events).
@@ -15,7 +18,7 @@ const (
 	targetFastRatio    = 10   // × the sequential reference, fast receiver
 	targetSlowRatio    = 100  // × the sequential reference, 50 ms receiver
 	targetP99At1000    = 10 * time.Millisecond
-	targetRSSPerReplic = 150 << 20
+	targetRSSPerReplic = 150_000_000 // bytes: 150 MB (143 MiB)
 )
 
 // perfTarget is one target's verdict and, when missed, the evidence.
@@ -203,7 +206,7 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 	}
 	if q := byID("queued"); q != nil {
 		out = append(out, perfTarget{
-			what: fmt.Sprintf("peak RSS with %d deliveries queued ≤ %d MB per replica", o.queued, targetRSSPerReplic>>20),
+			what: fmt.Sprintf("peak RSS with %d deliveries queued ≤ %d MB (%.0f MiB) per replica", o.queued, targetRSSPerReplic/1_000_000, float64(targetRSSPerReplic)/(1<<20)),
 			measured: fmt.Sprintf("%.0f MiB: the peak RSS (VmHWM) of one replica, `jetrelay run` as a separate process with its embedded JetStream, "+
 				"started after the %d deliveries were queued and measured until the receivers had them all (drained at %.0f/s)",
 				float64(q.peakRSS)/(1<<20), o.queued, q.throughput),
@@ -339,7 +342,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 }
 
 func engineDefaults() string {
-	return "64 workers, MaxAckPending 10,000, at most a quarter of the workers sending to one subscription at once"
+	return fmt.Sprintf("%d workers, MaxAckPending %d, at most a quarter of the workers sending to one subscription at once", engine.DefaultWorkers, queue.DefaultMaxAckPending)
 }
 
 // caseNotes says what each case did beyond its title.
