@@ -22,7 +22,7 @@ import (
 // Config tunes an Engine. Zero values take the defaults in withDefaults.
 type Config struct {
 	Queue          queue.Config
-	Workers        int              // concurrent deliveries, default 128
+	Workers        int              // concurrent deliveries, default 64
 	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
 	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
 	SecretKey      *proto.SecretKey // decrypts enc: secrets; nil means none configured
@@ -53,7 +53,7 @@ const fastAnswer = 100 * time.Millisecond
 
 // DefaultWorkers is how many deliveries one replica works on at once
 // unless Config.Workers says otherwise.
-const DefaultWorkers = 128
+const DefaultWorkers = 64
 
 // Inactive policies.
 const (

@@ -122,7 +122,7 @@ func options() []option {
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
 		{"RETENTION_CLEANUP_INTERVAL_MS", "retention-interval-ms", "3600000", "period of the events:*/deliveries:* index trim (0 disables)", setMillis(func(c *Config) *time.Duration { return &c.RetentionEvery })},
-		{"JETRELAY_WORKERS", "workers", "128", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
+		{"JETRELAY_WORKERS", "workers", "64", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
 		{"JETRELAY_BREAKER_THRESHOLD", "breaker-threshold", "5", "consecutive failed attempts (no answer, 5xx, 408, 429) that open a subscription's circuit breaker", setInt(func(c *Config) *int { return &c.BreakerThreshold })},
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
