@@ -36,7 +36,8 @@ type benchEnv struct {
 	child   *relayChild // envOptions.child
 	replica []*stack    // further replicas sharing stack's NATS and Redis (envOptions.replicas)
 	key     *proto.SecretKey
-	admin   *admin.Writer
+	admin   *admin.Writer // through an autopipeliner: for throughput
+	direct  *admin.Writer // one round trip per command: for latency at a fixed rate
 	adminDB *redis.Client
 	logs    *logCounter
 	dataDir string
@@ -177,6 +178,7 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 		return nil, err
 	}
 	env.admin = admin.NewWriter(ap, env.key)
+	env.direct = admin.NewWriter(env.adminDB, env.key)
 	if !opts.held {
 		if err := env.start(ctx); err != nil {
 			return nil, err

@@ -31,6 +31,7 @@ type perfOptions struct {
 	refSlow        int
 	ceilingFor     time.Duration
 	emitters       int
+	rateEmitters   int
 	eventBytes     int
 	settle         time.Duration
 	chart          string
@@ -55,7 +56,8 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.refDeliveries, "ref-deliveries", 3000, "deliveries the sequential reference loop sends to the fast receiver")
 	fs.IntVar(&o.refSlow, "ref-slow-deliveries", 60, "deliveries the sequential reference loop sends to the slow receiver (~20/s)")
 	fs.DurationVar(&o.ceilingFor, "ceiling-for", 5*time.Second, "how long the ceiling's workers POST")
-	fs.IntVar(&o.emitters, "emitters", 128, "concurrent admin writers")
+	fs.IntVar(&o.emitters, "emitters", 128, "concurrent admin writers of the throughput cases (their commands share round trips through an autopipeliner)")
+	fs.IntVar(&o.rateEmitters, "rate-emitters", 16, "concurrent admin writers of the fixed-rate cases (plain connections, one round trip per command)")
 	fs.IntVar(&o.eventBytes, "event-bytes", 1024, "approximate size of each stored event (JSON)")
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long a case may take to deliver everything before it is reported incomplete")
 	fs.StringVar(&o.chart, "chart", "", "write the throughput chart (PNG) here; default: next to --out, named after it (BENCHMARKS.png)")
@@ -82,13 +84,13 @@ func (o *perfOptions) validate() error {
 		v    int
 	}{{"--subs", o.subs}, {"--deliveries", o.deliveries}, {"--slow-deliveries", o.slowDeliveries}, {"--fan-subs", o.fanSubs},
 		{"--fan-events", o.fanEvents}, {"--replicas", o.replicas}, {"--queued", o.queued}, {"--ref-deliveries", o.refDeliveries},
-		{"--ref-slow-deliveries", o.refSlow}, {"--emitters", o.emitters}} {
+		{"--ref-slow-deliveries", o.refSlow}, {"--emitters", o.emitters}, {"--rate-emitters", o.rateEmitters}} {
 		if f.v < 1 || f.v > 10_000_000 {
 			errs = append(errs, fmt.Errorf("%s must be 1..10000000", f.name))
 		}
 	}
-	if o.subs > 1000 || o.fanSubs > 5000 || o.emitters > 256 || o.replicas > 8 {
-		errs = append(errs, errors.New("--subs ≤ 1000, --fan-subs ≤ 5000, --emitters ≤ 256, --replicas ≤ 8"))
+	if o.subs > 1000 || o.fanSubs > 5000 || o.emitters > 256 || o.rateEmitters > 256 || o.replicas > 8 {
+		errs = append(errs, errors.New("--subs ≤ 1000, --fan-subs ≤ 5000, --emitters and --rate-emitters ≤ 256, --replicas ≤ 8"))
 	}
 	if o.sizedWorkers < 0 || o.sizedWorkers > 4096 {
 		errs = append(errs, errors.New("--sized-workers must be 0..4096"))

@@ -308,10 +308,11 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 	fmt.Fprintf(&b, "Run it with `go tool task bench` (the command above, which starts its own redis-server and needs nothing else). "+
 		"Each case runs on a fresh redis-server (AOF off), a fresh embedded JetStream (file storage) and jetrelay built exactly as `jetrelay run` builds it, "+
 		"with `run`'s defaults (%s) unless the case says otherwise; it runs in this process, except in the queued case (below). Deliveries are written as cycles-server-admin writes them "+
-		"(`Emit`: SAVE_EVENT_LUA, then SAVE_AND_ENQUEUE_ONCE_LUA and LPUSH dispatch:pending per matching subscription), by %d concurrent writers in this process, whose commands share round trips through go-redis's autopipeliner (admin's own cost is not jetrelay's: it runs elsewhere in production); "+
+		"(`Emit`: SAVE_EVENT_LUA, then SAVE_AND_ENQUEUE_ONCE_LUA and LPUSH dispatch:pending per matching subscription), by %d concurrent writers in this process, whose commands share round trips through go-redis's autopipeliner (admin's own cost is not jetrelay's: it runs elsewhere in production; "+
+		"the fixed-rate cases use %d writers on plain connections instead, so no batching wait is added to the latency measured from the start of Emit); "+
 		"signing secrets are stored encrypted (`enc:`), so every send decrypts one. Events are %d bytes as stored. "+
 		"The receivers are HTTP servers on 127.0.0.1 in this process that verify every signature (a request that fails is answered 401 and never counted).\n\n",
-		engineDefaults(), o.emitters, size)
+		engineDefaults(), o.emitters, o.rateEmitters, size)
 	b.WriteString("- **Throughput** is delivered deliveries per second from the first enqueue (the moment admin's `Emit` began) to the last `completed_at` of a SUCCESS record. " +
 		"It cannot exceed the rate admin writes at, which is also shown in the notes below.\n" +
 		"- **Latency** is from the moment admin's `Emit` began to the receiver's receipt of the request.\n" +
