@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/logtail"
 )
 
 // relayChild is jetrelay as an operator runs one replica: the binary's
@@ -20,7 +21,7 @@ type relayChild struct {
 	binary string
 	env    []string  // the whole environment of the process
 	echo   io.Writer // its output, as it comes (-v), or io.Discard
-	out    *outputTail
+	out    *logtail.Tail
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
@@ -43,7 +44,7 @@ func newRelayChild(binary string, settings map[string]string, getenv func(string
 	for k, v := range settings {
 		env = append(env, k+"="+v)
 	}
-	return &relayChild{binary: binary, env: env, echo: echo, out: &outputTail{max: 16 << 10}}
+	return &relayChild{binary: binary, env: env, echo: echo, out: logtail.New(16 << 10)}
 }
 
 // start launches the process. The kernel kills it if the bench dies first
@@ -72,7 +73,11 @@ func (c *relayChild) exitError() error {
 	if c.err != nil {
 		how = c.err.Error()
 	}
-	return fmt.Errorf("jetrelay run (pid %d) ended early (%s); its last output:\n%s", c.cmd.Process.Pid, how, c.out.String())
+	out := c.out.String()
+	if out == "" {
+		out = "(nothing)"
+	}
+	return fmt.Errorf("jetrelay run (pid %d) ended early (%s); its last output:\n%s", c.cmd.Process.Pid, how, out)
 }
 
 // stop asks the process to drain and exit (SIGTERM, as an orchestrator
@@ -132,32 +137,6 @@ func (c *relayChild) usage() (cpu time.Duration, peakRSS int64, err error) {
 		return 0, 0, fmt.Errorf("%s/status: VmHWM %q: %w", dir, hwm, err)
 	}
 	return time.Duration(ticks) * time.Second / userHZ, kb << 10, nil
-}
-
-// outputTail keeps the last max bytes written to it.
-type outputTail struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (t *outputTail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *outputTail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.buf) == 0 {
-		return "(nothing)"
-	}
-	return string(t.buf)
 }
 
 // relayBinary is the jetrelay binary a separate-process case runs: named,

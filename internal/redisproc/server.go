@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/logtail"
 )
 
 // ErrNotInstalled means no redis-server binary could be found.
@@ -60,7 +62,7 @@ type Server struct {
 	dir     string
 	ownsDir bool
 	port    int // fixed once Start returns; Restart reuses it
-	log     *logTail
+	log     *logtail.Tail
 
 	mu   sync.Mutex
 	proc *process // nil or exited when not running
@@ -89,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, binary: bin, dir: opts.Dir, log: newLogTail(logTailBytes)}
+	s := &Server{opts: opts, binary: bin, dir: opts.Dir, log: logtail.New(logTailBytes)}
 	if s.dir == "" {
 		if s.dir, err = os.MkdirTemp("", "jetrelay-redis-"); err != nil {
 			return nil, fmt.Errorf("redisproc: create data dir: %w", err)
@@ -173,7 +175,7 @@ func (s *Server) args(port int) []string {
 // launch starts one redis-server process on port and waits until it answers.
 // On failure the process is gone and the error carries its log.
 func (s *Server) launch(ctx context.Context, port int) (*process, error) {
-	s.log.reset()
+	s.log.Reset()
 	cmd := exec.Command(s.binary, s.args(port)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = s.log
