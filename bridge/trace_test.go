@@ -46,13 +46,8 @@ func (e *env) streamTraceparents(t *testing.T) map[string]string {
 func TestTracing_PublishSpansAreInTheDeliveryTraceAndTravelInALowercaseHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	ctx := testCtx(t)
-	if err := e.rdb.Set(ctx, store.DeliveryKey("del_traced"), `{"delivery_id":"del_traced","trace_id":"`+traceID+`"}`, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	exp, tp := tracedDelivery(t, e, "del_traced", traceID)
 	e.lpush(t, store.PendingList, []string{"del_traced", "del_no_record"})
 	start(t, e.newBridge(t, bridge.Config{TracerProvider: tp}))
 	eventually(t, 10*time.Second, "both ids in the stream and both publish spans ended", func() bool {
@@ -108,13 +103,9 @@ func TestTracing_ABridgeWithoutATracerAddsNoHeader(t *testing.T) {
 func TestTracing_APromotedDeliveryIsPublishedUnderASpanThatSaysItWasDeferred(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
 	ctx := testCtx(t)
-	if err := e.rdb.Set(ctx, store.DeliveryKey("del_parked"), `{"delivery_id":"del_parked","trace_id":"`+traceID+`"}`, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	exp, tp := tracedDelivery(t, e, "del_parked", traceID)
 	due := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	if err := store.New(e.rdb).Defer(ctx, "del_parked", due); err != nil {
 		t.Fatal(err)
@@ -149,4 +140,15 @@ func TestTracing_APromotedDeliveryIsPublishedUnderASpanThatSaysItWasDeferred(t *
 	if h, want := e.streamTraceparents(t)["del_parked"], "00-"+traceID+"-"+s.SpanContext.SpanID().String()+"-01"; h != want {
 		t.Errorf("promoted work item's traceparent = %q, want %q", h, want)
 	}
+}
+
+// tracedDelivery stores a delivery record carrying traceID and returns an
+// in-memory exporter and the tracer provider that feeds it.
+func tracedDelivery(t *testing.T, e *env, id, traceID string) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	t.Helper()
+	if err := e.rdb.Set(testCtx(t), store.DeliveryKey(id), `{"delivery_id":"`+id+`","trace_id":"`+traceID+`"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	exp := tracetest.NewInMemoryExporter()
+	return exp, sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 }
