@@ -128,7 +128,7 @@ func NewDeduper(store Store, opts ...DeduperOption) *Deduper {
 // not run: without a claim there is no safe answer but "retry later". A
 // panic in fn releases the claim and panics on.
 func (d *Deduper) Do(ctx context.Context, eventID string, fn func(context.Context) error) (Outcome, error) {
-	if !validEventID(eventID) {
+	if !ValidEventID(eventID) {
 		return 0, ErrNoEventID
 	}
 	token := newToken()

@@ -69,7 +69,7 @@ const BusyRetryAfter = 5
 func (d *Deduper) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(proto.HeaderEventID)
-		if !validEventID(id) {
+		if !ValidEventID(id) {
 			http.Error(w, "missing or invalid X-Cycles-Event-Id", http.StatusBadRequest)
 			return
 		}

@@ -45,9 +45,9 @@ func IdentityFrom(get func(name string) string) Identity {
 // IdentityFromHTTP reads the Identity of a webhook request.
 func IdentityFromHTTP(h http.Header) Identity { return IdentityFrom(h.Get) }
 
-// validEventID reports whether id can be a dedupe key: present, bounded, and
+// ValidEventID reports whether id can be a dedupe key: present, bounded, and
 // free of control characters (it ends up in logs and store keys).
-func validEventID(id string) bool {
+func ValidEventID(id string) bool {
 	if id == "" || len(id) > MaxEventIDLength {
 		return false
 	}

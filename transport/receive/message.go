@@ -58,7 +58,7 @@ func (v *Verifier) VerifyMessage(m Message) (Identity, error) {
 	if err := v.Verify(m.Body, id.Signature); err != nil {
 		return id, err
 	}
-	if !validEventID(id.EventID) {
+	if !ValidEventID(id.EventID) {
 		return id, ErrNoEventID
 	}
 	return id, nil
