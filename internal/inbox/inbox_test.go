@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,8 +53,11 @@ func (tg *target) setStatus(s int) { tg.mu.Lock(); tg.status = s; tg.mu.Unlock()
 func (tg *target) count(id string) int { tg.mu.Lock(); defer tg.mu.Unlock(); return len(tg.got[id]) }
 
 // startInbox runs an inbox server until the test ends.
-func startInbox(t *testing.T, cfg inbox.Config) *inbox.Server {
+func startInbox(t testing.TB, cfg inbox.Config) *inbox.Server {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := inbox.Start(ctx, cfg)
 	if err != nil {
