@@ -69,25 +69,22 @@ func (w *workers) idle(ctx context.Context) {
 	}
 }
 
-// deliver forwards one claimed event and records the outcome. The outcome
-// is written even when ctx ends mid-forward, so a drained worker leaves no
-// row in processing longer than needed.
+// deliver forwards one claimed event and records the outcome. A forward
+// already started finishes (within ForwardTimeout) even when ctx ends, so a
+// stopping inbox drains its in-flight forwards instead of turning them into
+// failed attempts.
 func (w *workers) deliver(ctx context.Context, e Event) {
-	fctx, cancel := context.WithTimeout(ctx, w.cfg.ForwardTimeout)
+	record := context.WithoutCancel(ctx)
+	fctx, cancel := context.WithTimeout(record, w.cfg.ForwardTimeout)
 	err := w.fwd.Forward(fctx, e)
 	cancel()
-	record := context.WithoutCancel(ctx)
 	if err == nil {
 		if err := w.store.done(record, e); err != nil {
 			w.log.Error("inbox: record done", "event_id", e.EventID, "err", err)
 		}
 		return
 	}
-	delay := w.cfg.Backoff(e.AttemptCount)
-	if ctx.Err() != nil {
-		delay = 0 // stopped, not failed: due again at once for whoever runs next
-	}
-	if rerr := w.store.fail(record, e, err.Error(), delay, w.cfg.MaxAttempts); rerr != nil {
+	if rerr := w.store.fail(record, e, err.Error(), w.cfg.Backoff(e.AttemptCount), w.cfg.MaxAttempts); rerr != nil {
 		w.log.Error("inbox: record failure", "event_id", e.EventID, "err", rerr)
 	}
 	level := slog.LevelWarn
