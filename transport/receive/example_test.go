@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
@@ -91,4 +92,26 @@ func ExampleVerifier_VerifyMessage() {
 	// evt_2 processed
 	// evt_2 duplicate
 	// dropped: receive: X-Cycles-Signature does not match the body
+}
+
+// Deduplication in PostgreSQL: a unique event id, INSERT … ON CONFLICT DO
+// NOTHING. Passing a pgx.Tx instead of the pool records the event id in the
+// same commit as the handler's own writes.
+func ExampleNewPostgresStore() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@db.internal/app")
+	if err != nil {
+		panic(err)
+	}
+	store, err := receive.NewPostgresStore(pool, "")
+	if err != nil {
+		panic(err)
+	}
+	if err := store.EnsureSchema(ctx); err != nil {
+		panic(err)
+	}
+	deduper := receive.NewDeduper(store)
+	_ = deduper
+	// Once a day or so: forget ids older than the sender's retry window.
+	_, _ = store.Purge(ctx, receive.DefaultRedisTTL)
 }
