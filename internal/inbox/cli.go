@@ -23,6 +23,7 @@ const (
 	EnvSecretFile  = "JETRELAY_INBOX_SECRET_FILE"
 	EnvForward     = "JETRELAY_INBOX_FORWARD"
 	EnvListen      = "JETRELAY_INBOX_LISTEN"
+	EnvManagement  = "JETRELAY_INBOX_MANAGEMENT_LISTEN"
 )
 
 // Command runs `jetrelay inbox <serve|list|inspect|replay>` with args (the
@@ -62,7 +63,8 @@ A durable receiving inbox in PostgreSQL (docs/receiving.md).
 
 Settings also come from JETRELAY_INBOX_POSTGRES_URL, JETRELAY_INBOX_SECRET
 (comma-separated), JETRELAY_INBOX_SECRET_FILE (one secret a line),
-JETRELAY_INBOX_FORWARD and JETRELAY_INBOX_LISTEN.
+JETRELAY_INBOX_FORWARD, JETRELAY_INBOX_LISTEN and
+JETRELAY_INBOX_MANAGEMENT_LISTEN (/healthz, /readyz, /metrics).
 `)
 }
 
@@ -111,6 +113,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	var secrets secretsFlag
 	var paths repeated
 	fs.StringVar(&cfg.Listen, "listen", envOr(EnvListen, ":8090"), "intake address; empty runs workers only (env "+EnvListen+")")
+	fs.StringVar(&cfg.Management, "management-listen", os.Getenv(EnvManagement), "address of /healthz, /readyz and /metrics; empty serves none (env "+EnvManagement+")")
 	pg := postgresFlag(fs)
 	fs.StringVar(&cfg.Forward, "forward", os.Getenv(EnvForward), "where workers forward: http(s) URL or nats://host:port/subject (env "+EnvForward+")")
 	fs.Var(&secrets, "secret", "signing secret; repeat for a rotation (env "+EnvSecret+", comma-separated)")

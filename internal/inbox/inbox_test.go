@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -90,6 +91,17 @@ func post(t *testing.T, addr, sec, eventID, body string) int {
 	return resp.StatusCode
 }
 
+// freeAddr is a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -170,6 +182,25 @@ func TestInbox_DeadLettersAfterMaxAttemptsAndReplayForwardsItOnce(t *testing.T) 
 		if !strings.Contains(buf.String(), want) {
 			t.Fatalf("inspect output lacks %q:\n%s", want, buf.String())
 		}
+	}
+
+	mgmtAddr := freeAddr(t)
+	// A second, intake-only replica with a management address: the status
+	// gauge reports the whole inbox, not one process's share.
+	startInbox(t, inbox.Config{PostgresURL: pg.URL, Workers: -1, Listen: "127.0.0.1:0", Secrets: []string{secret}, Management: mgmtAddr})
+	var scrape string
+	await(t, "/metrics answers", func() bool {
+		resp, err := http.Get("http://" + mgmtAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		scrape = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(scrape, `jetrelay_inbox_events{status="dead_letter"} 1`) {
+		t.Fatalf("/metrics does not count the dead letter:\n%s", scrape)
 	}
 
 	tg.setStatus(0)

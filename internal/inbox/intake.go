@@ -3,6 +3,7 @@ package inbox
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/receive"
@@ -23,27 +24,33 @@ type Intake struct {
 	maxBody  int64
 	log      *slog.Logger
 	wake     func() // tells local workers there is work; may be nil
+	metrics  *metrics
 }
 
 // ServeHTTP implements http.Handler.
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	if r.Method != http.MethodPost {
+		in.metrics.intake.WithLabelValues(resultInvalid).Inc()
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
 	body, status := receive.ReadBody(w, r, in.maxBody)
 	if status != 0 {
+		in.metrics.intake.WithLabelValues(resultInvalid).Inc()
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
 	if err := in.verifier.Verify(body, r.Header.Get(proto.HeaderSignature)); err != nil {
+		in.metrics.intake.WithLabelValues(resultRefused).Inc()
 		in.log.Warn("inbox: refused a delivery", "reason", err, "remote", r.RemoteAddr)
 		http.Error(w, "invalid or missing X-Cycles-Signature", http.StatusUnauthorized)
 		return
 	}
 	id := receive.IdentityFromHTTP(r.Header)
 	if !receive.ValidEventID(id.EventID) {
+		in.metrics.intake.WithLabelValues(resultInvalid).Inc()
 		http.Error(w, "missing or invalid X-Cycles-Event-Id", http.StatusBadRequest)
 		return
 	}
@@ -53,15 +60,19 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fresh, err := in.store.Insert(r.Context(), id.EventID, id.EventType, header, body)
 	if err != nil {
+		in.metrics.intake.WithLabelValues(resultError).Inc()
 		in.log.Error("inbox: store event", "event_id", id.EventID, "err", err)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "inbox unavailable", http.StatusServiceUnavailable)
 		return
 	}
+	in.metrics.latency.Observe(time.Since(start).Seconds())
 	if !fresh {
+		in.metrics.intake.WithLabelValues(resultDuplicate).Inc()
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	in.metrics.intake.WithLabelValues(resultAccepted).Inc()
 	if in.wake != nil {
 		in.wake()
 	}

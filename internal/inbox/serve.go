@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/transport/receive"
 )
 
@@ -20,6 +21,7 @@ import (
 // PostgresURL, Secrets and (when Workers > 0) Forward means its default.
 type Config struct {
 	Listen      string   // intake address; "" runs workers only
+	Management  string   // /healthz, /readyz and /metrics address; "" serves none
 	Paths       []string // intake paths besides "/"
 	PostgresURL string
 	Forward     string   // http(s) URL or nats://host:port/subject
@@ -87,6 +89,7 @@ type Server struct {
 	ln    net.Listener
 	http  *http.Server
 	work  *workers
+	mets  *metrics
 }
 
 // Start connects to PostgreSQL, migrates the schema, binds the intake
@@ -104,6 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, pool: pool, store: NewStore(pool)}
+	s.mets = newMetrics(s.store)
 	if cfg.Workers > 0 {
 		fwd, err := NewForwarder(cfg.Forward, cfg.ForwardTimeout)
 		if err != nil {
@@ -112,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		host, _ := os.Hostname()
 		s.work = &workers{store: s.store, fwd: fwd, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
-			id: host + ":" + itoa(os.Getpid())}
+			id: host + ":" + itoa(os.Getpid()), metrics: s.mets}
 	}
 	if cfg.Listen != "" {
 		if err := s.listen(); err != nil {
@@ -128,7 +132,7 @@ func (s *Server) listen() error {
 	if err != nil {
 		return err
 	}
-	in := &Intake{store: s.store, verifier: v, maxBody: s.cfg.MaxBodyBytes, log: s.cfg.Logger}
+	in := &Intake{store: s.store, verifier: v, maxBody: s.cfg.MaxBodyBytes, log: s.cfg.Logger, metrics: s.mets}
 	if s.work != nil {
 		in.wake = s.work.signal
 	}
@@ -166,6 +170,14 @@ func (s *Server) Run(ctx context.Context) error {
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	errc := make(chan error, 1)
+	if s.cfg.Management != "" {
+		checks := map[string]mgmt.Check{"postgres": func(ctx context.Context) error { return s.pool.Ping(ctx) }}
+		addr, err := mgmt.Serve(ctx, s.cfg.Management, mgmt.Handler(checks, map[string]http.Handler{"/metrics": s.mets.handler()}))
+		if err != nil {
+			return fmt.Errorf("inbox: management listen: %w", err)
+		}
+		s.cfg.Logger.Info("inbox: management listening", "addr", addr)
+	}
 	if s.http != nil {
 		go func() { errc <- s.http.Serve(s.ln) }()
 		s.cfg.Logger.Info("inbox: intake listening", "addr", s.Addr())

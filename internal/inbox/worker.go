@@ -15,6 +15,7 @@ type workers struct {
 	log     *slog.Logger
 	wake    chan struct{}
 	id      string // this process's claim name prefix
+	metrics *metrics
 	forward sync.WaitGroup
 }
 
@@ -79,6 +80,7 @@ func (w *workers) deliver(ctx context.Context, e Event) {
 	err := w.fwd.Forward(fctx, e)
 	cancel()
 	if err == nil {
+		w.metrics.forwards.WithLabelValues(resultDone).Inc()
 		if err := w.store.done(record, e); err != nil {
 			w.log.Error("inbox: record done", "event_id", e.EventID, "err", err)
 		}
@@ -87,9 +89,10 @@ func (w *workers) deliver(ctx context.Context, e Event) {
 	if rerr := w.store.fail(record, e, err.Error(), w.cfg.Backoff(e.AttemptCount), w.cfg.MaxAttempts); rerr != nil {
 		w.log.Error("inbox: record failure", "event_id", e.EventID, "err", rerr)
 	}
-	level := slog.LevelWarn
+	level, result := slog.LevelWarn, resultFailed
 	if e.AttemptCount >= w.cfg.MaxAttempts {
-		level = slog.LevelError
+		level, result = slog.LevelError, resultDeadLetter
 	}
+	w.metrics.forwards.WithLabelValues(result).Inc()
 	w.log.Log(ctx, level, "inbox: forward failed", "event_id", e.EventID, "attempt", e.AttemptCount, "max_attempts", w.cfg.MaxAttempts, "err", err)
 }
