@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/transport/receive"
 )
@@ -185,5 +187,21 @@ func TestRedisStore_RemembersADoneEventFor72HoursByDefault(t *testing.T) {
 	ttl := rds.Client.TTL(context.Background(), receive.DefaultRedisPrefix+"evt-ttl").Val()
 	if ttl < 71*time.Hour || ttl > 72*time.Hour {
 		t.Fatalf("done key TTL %v, want about 72h", ttl)
+	}
+}
+
+func TestDedupeMiddleware_AsksForARetryWithoutCallingTheHandlerWhenTheStoreIsDown(t *testing.T) {
+	rds := testenv.Redis(t)
+	client := redis.NewClient(&redis.Options{Addr: rds.Server.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer client.Close()
+	if err := rds.Server.Kill(); err != nil { // down for the request below; back up for the cleanup
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rds.Server.Restart(context.Background()) })
+	h := &recordingHandler{}
+	w := httptest.NewRecorder()
+	receive.NewDeduper(receive.NewRedisStore(client)).Middleware(h).ServeHTTP(w, signedRequest(newSecret, "evt-down", eventBody))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || h.calls != 0 {
+		t.Fatalf("store down: status %d (Retry-After %q), handler calls %d; want 503 with Retry-After and 0", w.Code, w.Header().Get("Retry-After"), h.calls)
 	}
 }
