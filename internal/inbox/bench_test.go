@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/inbox"
-	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -26,7 +25,7 @@ const benchClients = 32
 // seen by the sender) and forwarding (claim + forward + record, events/s to
 // a local HTTP target). Run it with `go tool task bench:inbox`.
 func BenchmarkInbox(b *testing.B) {
-	pg := testenv.Postgres(b)
+	pg := database(b)
 	b.Run("intake", func(b *testing.B) {
 		s := startInbox(b, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Secrets: []string{secret}, Workers: -1})
 		body := []byte(`{"event_id":"evt","event_type":"budget.exhausted","data":{"ledger_id":"led_1","remaining":0}}`)

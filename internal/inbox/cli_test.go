@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/jetrelay/jetrelay/internal/inbox"
-	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader in
@@ -36,7 +35,7 @@ func command(t *testing.T, args ...string) (string, error) {
 }
 
 func TestCommand_InspectListAndReplayShowAndRequeueADeadLetter(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	if err := inbox.Migrate(context.Background(), pg.Pool); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestCommand_InspectListAndReplayShowAndRequeueADeadLetter(t *testing.T) {
 }
 
 func TestCommand_ServeNeverWritesTheSigningSecret(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	const secretValue = "whsec_must_not_leak_7f3a"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,13 +11,12 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/inbox"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
-	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/receive"
 )
 
 func TestInbox_ForwardsToANATSSubjectWithTheIdentityAsHeaders(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns, err := natsserver.Start(ctx, natsserver.Options{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/inbox"
-	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -123,7 +122,7 @@ func status(t *testing.T, s *inbox.Server, id string) inbox.Status {
 }
 
 func TestInbox_ForwardsTheOriginalBodyAndIdentityOnceAndAnswersADuplicate200(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	tg, url := newTarget(t)
 	s := startInbox(t, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Forward: url, Secrets: []string{"whsec_old", secret}})
 	body := `{"event_id":"evt-1","data":{"amount":1.50}}`
@@ -150,7 +149,7 @@ func TestInbox_ForwardsTheOriginalBodyAndIdentityOnceAndAnswersADuplicate200(t *
 }
 
 func TestInbox_RefusesABadSignatureAndStoresNothing(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	_, url := newTarget(t)
 	s := startInbox(t, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Forward: url, Secrets: []string{secret}})
 	if code := post(t, s.Addr(), "whsec_forged", "evt-bad", `{}`); code != http.StatusUnauthorized {
@@ -163,7 +162,7 @@ func TestInbox_RefusesABadSignatureAndStoresNothing(t *testing.T) {
 }
 
 func TestInbox_DeadLettersAfterMaxAttemptsAndReplayForwardsItOnce(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	tg, url := newTarget(t)
 	tg.setStatus(http.StatusBadGateway)
 	s := startInbox(t, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Forward: url, Secrets: []string{secret},
@@ -216,7 +215,7 @@ func TestInbox_DeadLettersAfterMaxAttemptsAndReplayForwardsItOnce(t *testing.T) 
 }
 
 func TestInbox_TakesOverTheEventsOfAWorkerWhoseLeaseExpired(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	tg, url := newTarget(t)
 	intake := startInbox(t, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Secrets: []string{secret}, Workers: -1})
 	for i := range 5 {
@@ -238,7 +237,7 @@ func TestInbox_TakesOverTheEventsOfAWorkerWhoseLeaseExpired(t *testing.T) {
 }
 
 func TestMigrate_IsIdempotentAcrossConcurrentStarts(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg := database(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {

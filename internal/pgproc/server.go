@@ -155,6 +155,16 @@ func (s *Server) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", s.Addr(), db)
 }
 
+// CreateDatabase creates an empty database name (createdb over the server's
+// socket), so tests sharing one server each get their own database.
+func (s *Server) CreateDatabase(ctx context.Context, name string) error {
+	out, err := s.command(ctx, "createdb", "-h", s.dir, "-p", strconv.Itoa(s.port), "-U", "postgres", name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgproc: createdb %s: %w: %s", name, err, tail(out))
+	}
+	return nil
+}
+
 // Stop shuts the server down (fast mode: open sessions are ended) and
 // removes its data folder.
 func (s *Server) Stop() error {

@@ -22,6 +22,12 @@ func TestStart_RunsAPrivateServerThatStopRemoves(t *testing.T) {
 		t.Fatalf("server does not accept connections: %v", err)
 	}
 	c.Close()
+	if err := s.CreateDatabase(ctx, "orders"); err != nil {
+		t.Fatalf("create a database: %v", err)
+	}
+	if err := s.CreateDatabase(ctx, "orders"); err == nil {
+		t.Fatalf("creating the same database twice succeeded")
+	}
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

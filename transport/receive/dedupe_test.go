@@ -16,25 +16,6 @@ import (
 	"github.com/jetrelay/jetrelay/transport/receive"
 )
 
-// stores starts a real Redis and a real PostgreSQL and returns a fresh Store
-// in each (and a MemoryStore), so every dedupe test runs against each.
-func stores(t *testing.T) map[string]receive.Store {
-	t.Helper()
-	rds := testenv.Redis(t)
-	pg := testenv.Postgres(t)
-	ps, err := receive.NewPostgresStore(pg.Pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ps.EnsureSchema(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := ps.EnsureSchema(context.Background()); err != nil {
-		t.Fatalf("EnsureSchema is not idempotent: %v", err)
-	}
-	return map[string]receive.Store{"redis": receive.NewRedisStore(rds.Client), "postgres": ps, "memory": receive.NewMemoryStore(0)}
-}
-
 func TestDedupeMiddleware_AnswersADuplicate200WithoutCallingTheHandlerAgain(t *testing.T) {
 	for name, store := range stores(t) {
 		t.Run(name, func(t *testing.T) {
@@ -171,20 +152,18 @@ func TestDeduper_RunsAnEventOnceUnderConcurrentDeliveries(t *testing.T) {
 }
 
 func TestDeduper_RefusesAMissingEventID(t *testing.T) {
-	rds := testenv.Redis(t)
-	_, err := receive.NewDeduper(receive.NewRedisStore(rds.Client)).Do(context.Background(), "", func(context.Context) error { return nil })
+	_, err := receive.NewDeduper(receive.NewMemoryStore(0)).Do(context.Background(), "", func(context.Context) error { return nil })
 	if !errors.Is(err, receive.ErrNoEventID) {
 		t.Fatalf("got %v, want ErrNoEventID", err)
 	}
 }
 
 func TestRedisStore_RemembersADoneEventFor72HoursByDefault(t *testing.T) {
-	rds := testenv.Redis(t)
-	d := receive.NewDeduper(receive.NewRedisStore(rds.Client))
+	d := receive.NewDeduper(receive.NewRedisStore(sharedRedis))
 	if _, err := d.Do(context.Background(), "evt-ttl", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ttl := rds.Client.TTL(context.Background(), receive.DefaultRedisPrefix+"evt-ttl").Val()
+	ttl := sharedRedis.TTL(context.Background(), receive.DefaultRedisPrefix+"evt-ttl").Val()
 	if ttl < 71*time.Hour || ttl > 72*time.Hour {
 		t.Fatalf("done key TTL %v, want about 72h", ttl)
 	}

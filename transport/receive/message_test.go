@@ -83,7 +83,7 @@ func TestVerifyMessage_AcceptsWhatTheSQSSinkSendsAndDedupesItsRedelivery(t *test
 		}
 	}
 	v := newVerifier(t)
-	d := receive.NewDeduper(receive.NewRedisStore(testenv.Redis(t).Client))
+	d := receive.NewDeduper(receive.NewRedisStore(sharedRedis, receive.WithRedisPrefix("sqs-test:")))
 	handled, received := 0, 0
 	for received < 2 && ctx.Err() == nil {
 		out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(env.QueueURL("orders")), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
