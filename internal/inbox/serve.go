@@ -212,8 +212,8 @@ func (s *Server) close() {
 	if s.work != nil {
 		s.work.fwd.Close()
 	}
-	if s.ln != nil && s.http == nil {
-		s.ln.Close()
+	if s.ln != nil {
+		s.ln.Close() // already closed by Shutdown when Run served it
 	}
 	s.pool.Close()
 }

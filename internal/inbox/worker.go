@@ -16,7 +16,6 @@ type workers struct {
 	wake    chan struct{}
 	id      string // this process's claim name prefix
 	metrics *metrics
-	forward sync.WaitGroup
 }
 
 // signal tells idle workers that intake stored something.
