@@ -65,7 +65,7 @@ Commands:
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
-  inbox     serve|list|inspect|replay a durable receiving inbox in PostgreSQL (verify, store, forward)
+  inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.

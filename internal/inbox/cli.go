@@ -26,13 +26,13 @@ const (
 	EnvManagement  = "JETRELAY_INBOX_MANAGEMENT_LISTEN"
 )
 
-// Command runs `jetrelay inbox <serve|list|inspect|replay>` with args (the
+// Command runs `jetrelay inbox <serve|list|inspect|replay|purge>` with args (the
 // words after "inbox").
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {
-			return errors.New("inbox: name a subcommand: serve, list, inspect or replay")
+			return errors.New("inbox: name a subcommand: serve, list, inspect, replay or purge")
 		}
 		return nil
 	}
@@ -45,6 +45,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmdInspect(ctx, args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(ctx, args[1:], stdout, stderr)
+	case "purge":
+		return cmdPurge(ctx, args[1:], stdout, stderr)
 	}
 	usage(stderr)
 	return fmt.Errorf("inbox: unknown subcommand %q", args[0])
@@ -60,6 +62,7 @@ A durable receiving inbox in PostgreSQL (docs/receiving.md).
   list    [--status S] [--limit N] [--json]       newest events
   inspect [--json] EVENT_ID                        one event: status, attempts, lease, last error, next action
   replay  EVENT_ID... | --status dead_letter        forward again (idempotent: an event already due is left alone)
+  purge   --older-than 720h                        delete done events forwarded longer ago than that
 
 Settings also come from JETRELAY_INBOX_POSTGRES_URL, JETRELAY_INBOX_SECRET
 (comma-separated), JETRELAY_INBOX_SECRET_FILE (one secret a line),
@@ -283,6 +286,29 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, id := range replayed {
 		fmt.Fprintln(stdout, id)
 	}
+	return nil
+}
+
+func cmdPurge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("purge", stderr)
+	pg := postgresFlag(fs)
+	age := fs.Duration("older-than", 0, "delete done events forwarded longer ago than this (e.g. 720h)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *age <= 0 {
+		return errors.New("inbox purge: --older-than must be a positive duration, e.g. 720h")
+	}
+	store, closeFn, err := openStore(ctx, *pg)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	n, err := store.Purge(ctx, *age)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "purged %d done event(s)\n", n)
 	return nil
 }
 

@@ -34,7 +34,7 @@ func command(t *testing.T, args ...string) (string, error) {
 	return out.String() + errOut.String(), err
 }
 
-func TestCommand_InspectListAndReplayShowAndRequeueADeadLetter(t *testing.T) {
+func TestCommand_InspectListReplayAndPurgeAnInboxEvent(t *testing.T) {
 	pg := database(t)
 	if err := inbox.Migrate(context.Background(), pg.Pool); err != nil {
 		t.Fatal(err)
@@ -74,6 +74,23 @@ func TestCommand_InspectListAndReplayShowAndRequeueADeadLetter(t *testing.T) {
 	}
 	if _, err := command(t, "list", url, "--status", "lost"); err == nil {
 		t.Fatalf("list accepted an unknown status")
+	}
+
+	// Purge keeps what is not done, and done events younger than the age.
+	if _, err := pg.Pool.Exec(context.Background(), `UPDATE jetrelay_inbox SET status = 'done', processed_at = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Insert(context.Background(), "evt_waiting", "budget.exhausted", http.Header{}, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = command(t, "purge", url, "--older-than", "3h"); err != nil || !strings.Contains(out, "purged 0 done event(s)") {
+		t.Fatalf("purge of younger events: %v\n%s", err, out)
+	}
+	if out, err = command(t, "purge", url, "--older-than", "1h"); err != nil || !strings.Contains(out, "purged 1 done event(s)") {
+		t.Fatalf("purge: %v\n%s", err, out)
+	}
+	if _, err := store.Get(context.Background(), "evt_waiting"); err != nil {
+		t.Fatalf("purge removed an event that was not done: %v", err)
 	}
 }
 

@@ -180,3 +180,15 @@ func (s *Store) replay(ctx context.Context, where string, arg any) ([]string, er
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// Purge deletes done events forwarded more than age ago and returns how
+// many it deleted. Failed and dead-lettered events are kept: they still
+// need someone.
+func (s *Store) Purge(ctx context.Context, age time.Duration) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM jetrelay_inbox
+		WHERE status = 'done' AND processed_at < now() - $1 * interval '1 millisecond'`, age.Milliseconds())
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
