@@ -25,8 +25,8 @@ const benchClients = 32
 // seen by the sender) and forwarding (claim + forward + record, events/s to
 // a local HTTP target). Run it with `go tool task bench:inbox`.
 func BenchmarkInbox(b *testing.B) {
-	pg := database(b)
 	b.Run("intake", func(b *testing.B) {
+		pg := database(b)
 		s := startInbox(b, inbox.Config{Listen: "127.0.0.1:0", PostgresURL: pg.URL, Secrets: []string{secret}, Workers: -1})
 		body := []byte(`{"event_id":"evt","event_type":"budget.exhausted","data":{"ledger_id":"led_1","remaining":0}}`)
 		sig := proto.Sign(secret, body)
@@ -62,7 +62,8 @@ func BenchmarkInbox(b *testing.B) {
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 	})
 	b.Run("forward", func(b *testing.B) {
-		if _, err := pg.Pool.Exec(context.Background(), `TRUNCATE jetrelay_inbox`); err != nil {
+		pg := database(b)
+		if err := inbox.Migrate(context.Background(), pg.Pool); err != nil {
 			b.Fatal(err)
 		}
 		var forwarded atomic.Int64
