@@ -34,7 +34,7 @@ type Forwarder interface {
 // (event id, type, trace, request id, signature) and the content type.
 func forwardedHeaders(e Event) map[string]string {
 	out := map[string]string{proto.HeaderContentType: "application/json", HeaderAttempt: strconv.Itoa(e.AttemptCount)}
-	for _, name := range receive.IdentityHeaders {
+	for _, name := range receive.IdentityHeaders() {
 		if v := e.Header.Get(name); v != "" {
 			out[name] = v
 		}

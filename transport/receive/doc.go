@@ -15,8 +15,9 @@
 //   - Deduper records the event id in a Store before the handler runs its
 //     side effects, and answers a duplicate 200 without running it again.
 //     RedisStore (SET NX with a TTL, 72 h by default) and PostgresStore
-//     (INSERT … ON CONFLICT DO NOTHING on a unique event id) are the two
-//     stores; a Store is a three-method interface, so others are easy.
+//     (INSERT … ON CONFLICT DO NOTHING on a unique event id) are the shared
+//     stores, MemoryStore the single-process one; a Store is a three-method
+//     interface, so others are easy.
 //
 // The failure window: a claim is a lease, not a verdict. Claim marks the
 // event in progress for a lease; only a handler that succeeded (2xx, or a nil

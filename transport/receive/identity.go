@@ -22,11 +22,13 @@ type Identity struct {
 	Signature   string // X-Cycles-Signature, empty when unsigned
 }
 
-// IdentityHeaders are the header names of an Identity, in the order the
+// IdentityHeaders returns the header names of an Identity, in the order the
 // sender writes them. A forwarder passes exactly these on.
-var IdentityHeaders = []string{
-	proto.HeaderEventID, proto.HeaderEventType, proto.HeaderTraceID,
-	proto.HeaderTraceparent, proto.HeaderRequestID, proto.HeaderSignature,
+func IdentityHeaders() []string {
+	return []string{
+		proto.HeaderEventID, proto.HeaderEventType, proto.HeaderTraceID,
+		proto.HeaderTraceparent, proto.HeaderRequestID, proto.HeaderSignature,
+	}
 }
 
 // IdentityFrom reads an Identity through get, which looks a header up by its
