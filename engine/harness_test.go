@@ -98,8 +98,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Queue: e.qc, Workers: 8, SecretKey: parseKey(t, o.engineKey),
 		InfraRetryMin: 100 * time.Millisecond, InfraRetryMax: time.Second,
 		SuccessFlush: 100 * time.Millisecond, DrainTimeout: 5 * time.Second, Logger: testLogger(t),
-		// Short enough for tests, and parking (not delayed naks) for
-		// anything longer than 200ms, so that path is exercised everywhere.
+		// Short enough for tests, and message schedules (not delayed naks)
+		// for anything longer than 200ms, so that path is exercised everywhere.
 		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
 		TracerProvider: o.tracer,
 	}
@@ -110,7 +110,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", DeferredPoll: 50 * time.Millisecond, TracerProvider: o.tracer})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +246,23 @@ func (e *env) idle(t *testing.T) {
 	})
 }
 
-// parked reports whether delivery id waits in jetrelay:deferred.
+// parked reports whether delivery id waits in JetStream: a pending wake-up,
+// or held for its (inactive) subscription.
 func (e *env) parked(id string) bool {
-	_, err := e.redis.Client.ZScore(context.Background(), store.DeferredZSet, id).Result()
-	return err == nil
+	ctx := context.Background()
+	if ok, _ := queue.IsScheduled(ctx, e.js, e.qc, id); ok {
+		return true
+	}
+	raw, err := e.redis.Client.Get(ctx, store.DeliveryKey(id)).Bytes()
+	if err != nil {
+		return false
+	}
+	d, err := proto.ParseDelivery(raw)
+	if err != nil {
+		return false
+	}
+	ok, _ := queue.IsHeld(ctx, e.js, e.qc, d.SubscriptionID, id)
+	return ok
 }
 
 func (e *env) subscription(t *testing.T, id string) *proto.Subscription {

@@ -1,0 +1,154 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// disableCounter counts the auto-disabled metric; every other report is
+// ignored.
+type disableCounter struct{ n atomic.Int32 }
+
+func (c *disableCounter) AutoDisabled(string)                                        { c.n.Add(1) }
+func (c *disableCounter) Attempted(engine.Labels)                                    {}
+func (c *disableCounter) Sent(engine.Labels, engine.Send)                            {}
+func (c *disableCounter) Succeeded(engine.Labels, int, time.Duration, time.Duration) {}
+func (c *disableCounter) Failed(engine.Labels, string, time.Duration)                {}
+func (c *disableCounter) Retried(engine.Labels)                                      {}
+func (c *disableCounter) Stale(engine.Labels)                                        {}
+func (c *disableCounter) PayloadInvalid(string, string)                              {}
+func (c *disableCounter) Postponed(string)                                           {}
+
+// The issue's acceptance case: an endpoint that always answers 503, admin's
+// default retry policy (6 sends: 1, 2, 4, 8, 16 s apart), the default
+// breaker, disable_after_failures 10 and 12 queued deliveries.
+func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhenReEnabled(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	var mu sync.Mutex
+	var sends []time.Time
+	dead := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sends = append(sends, time.Now())
+		mu.Unlock()
+		if healthy.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	disabled := &disableCounter{}
+	e := newEnv(t, envOptions{handler: dead, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{} // the defaults: 5 failures, open 5 s doubling
+		c.Observer = disabled
+	}})
+	sub, _, _ := e.subscribe(t, "/custom/dead", nil, func(s *admin.Subscription) {
+		s.RetryPolicy = nil // admin's default
+		s.DisableAfterFailures = 10
+	})
+	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
+	var ids []string
+	for range 12 {
+		ids = append(ids, e.deliver(t, sub, e.event(), nil))
+	}
+
+	waitFor(t, 120*time.Second, "the dead subscription to be auto-disabled", func() bool {
+		return e.subscription(t, sub).Status == proto.SubscriptionDisabled
+	})
+	disabledAt := time.Now()
+	mu.Lock()
+	first := sends[0]
+	mu.Unlock()
+	if took := disabledAt.Sub(first); took > 90*time.Second {
+		t.Errorf("auto-disabled %s after the first send, want within 90s (the reference takes about a minute)", took.Round(time.Second))
+	}
+
+	// Every delivery ends FAILED (its schedule ran out) or held for the
+	// disabled subscription; none is left waiting on the breaker.
+	var failed, held []string
+	waitFor(t, 30*time.Second, "every delivery failed or held", func() bool {
+		failed, held = nil, nil
+		for _, id := range ids {
+			rec, err := e.store.Delivery(context.Background(), id)
+			switch {
+			case err != nil:
+				return false
+			case rec.Status == proto.DeliveryFailed:
+				failed = append(failed, id)
+			case e.parked(id) && rec.Waiting != nil && *rec.Waiting == "subscription_disabled":
+				held = append(held, id)
+			}
+		}
+		return len(failed)+len(held) == len(ids)
+	})
+	if len(failed) < 10 {
+		t.Errorf("%d deliveries FAILED, want at least 10 (their retry schedule ran out)", len(failed))
+	}
+	for _, id := range failed {
+		rec, _ := e.store.Delivery(context.Background(), id)
+		if msg := rec.ErrorMessage; msg == nil || *msg != "HTTP 503" {
+			t.Errorf("%s failed with %v, want the endpoint's answer HTTP 503 (never expired)", id, msg)
+		}
+	}
+	s := e.subscription(t, sub)
+	if s.ConsecutiveFailures != 10 {
+		t.Errorf("consecutive_failures = %d, want it to stop at disable_after_failures (10)", s.ConsecutiveFailures)
+	}
+	if n := disabled.n.Load(); n != 1 {
+		t.Errorf("auto-disabled counter incremented %d times, want 1", n)
+	}
+	if n := countEvents(t, e, "webhook.disabled"); n != 1 {
+		t.Errorf("%d webhook.disabled events saved, want 1", n)
+	}
+	mu.Lock()
+	n := len(sends)
+	mu.Unlock()
+	if n >= 12*6/2 {
+		t.Errorf("%d sends to the dead endpoint, want far fewer than 12 × 6 = 72: the open breaker sends probes, not the backlog", n)
+	}
+	t.Logf("disabled %s after the first send; %d sends; %d failed, %d held", disabledAt.Sub(first).Round(100*time.Millisecond), n, len(failed), len(held))
+
+	// The endpoint is fixed and an operator re-enables the subscription:
+	// its breaker closes and the held deliveries go out within seconds.
+	healthy.Store(true)
+	if err := e.admin.SetStatus(context.Background(), sub, proto.SubscriptionActive); err != nil {
+		t.Fatal(err)
+	}
+	enabled := time.Now()
+	for _, id := range held {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Errorf("held delivery %s ended %s after re-enable, want SUCCESS", id, rec.Status)
+		}
+	}
+	if took := time.Since(enabled); took > 15*time.Second {
+		t.Errorf("held deliveries took %s to go out after re-enable, want seconds", took.Round(time.Second))
+	}
+}
+
+// countEvents counts the saved events of type eventType in the tenant's index.
+func countEvents(t *testing.T, e *env, eventType string) int {
+	t.Helper()
+	ctx := context.Background()
+	ids, err := e.redis.Client.ZRange(ctx, "events:"+e.tenant, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, id := range ids {
+		raw, err := e.redis.Client.Get(ctx, "event:"+id).Result()
+		if err == nil && strings.Contains(raw, `"event_type":"`+eventType+`"`) {
+			n++
+		}
+	}
+	return n
+}
