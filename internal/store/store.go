@@ -107,7 +107,6 @@ type Store struct {
 	casPair   *redis.Script
 	saveEvent *redis.Script
 
-
 	subs *subCache
 }
 
@@ -135,7 +134,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
-		saveEvent:      redis.NewScript(saveEventLua),
+		saveEvent: redis.NewScript(saveEventLua),
 
 		subs: newSubCache(),
 	}
