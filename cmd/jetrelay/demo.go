@@ -339,9 +339,12 @@ func heldBack(ctx context.Context, rdb *redis.Client, d *proto.Delivery, inactiv
 	return off && d.Waiting != nil && strings.HasPrefix(*d.Waiting, "subscription_")
 }
 
-// fastPolicy keeps the demo short: 4 sends, 200 ms apart doubling.
+// fastPolicy keeps the demo short: 4 sends, 1 s apart doubling (7 s in
+// all). The flaky endpoint's outage must fit in that schedule plus one open
+// period of its breaker, or the breaker fails its deliveries at the end of
+// the schedule, as the reference service would.
 func fastPolicy() proto.RetryPolicy {
-	retries, initial, mult, maxDelay := 3, int64(200), 2.0, int64(2000)
+	retries, initial, mult, maxDelay := 3, int64(1000), 2.0, int64(4000)
 	return proto.RetryPolicy{MaxRetries: &retries, InitialDelayMs: &initial, BackoffMultiplier: &mult, MaxDelayMs: &maxDelay}
 }
 

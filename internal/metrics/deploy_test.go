@@ -49,6 +49,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	}
 	m := New(Options{ScrapeTimeout: 5 * time.Second})
 	m.WatchQueue(js, qc.Stream, qc.Consumer)
+	m.WatchWaiting(js, qc)
 	m.WatchRedis(rdb)
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })
 	m.WatchBreakers(func() engine.BreakerStats { return engine.BreakerStats{} })

@@ -54,7 +54,7 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
 	cl := []string{"stream", "consumer"}
 	var (
 		up          = prometheus.NewDesc("jetrelay_queue_info_up", "1 when the last scrape could read the dispatch stream and consumer from JetStream, 0 when it could not.", nil, nil)
-		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Work items stored in the dispatch stream (not yet delivered, in flight or waiting for a retry).", sl, nil)
+		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries).", sl, nil)
 		pending     = prometheus.NewDesc("jetrelay_consumer_pending", "Work items the shared consumer has not delivered to any engine yet (the backlog).", cl, nil)
 		ackPending  = prometheus.NewDesc("jetrelay_consumer_ack_pending", "Work items delivered and not yet acked: sends in flight plus short retries waiting as delayed naks.", cl, nil)
 		maxAck      = prometheus.NewDesc("jetrelay_consumer_max_ack_pending", "The consumer's MaxAckPending: ack-pending at this value stops delivery.", cl, nil)

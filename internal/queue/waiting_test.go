@@ -2,8 +2,11 @@ package queue_test
 
 import (
 	"context"
+
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -58,5 +61,57 @@ func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *test
 	}
 	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 0 {
 		t.Errorf("stream still holds %d msgs after the wake-up fired and was acked", info.State.Msgs)
+	}
+}
+
+func TestCountWaiting_CountsWakeUpsAndHeldDeliveriesWithoutListingThem(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx := testCtx(t)
+	cfg := queue.Config{}
+	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.EnsureConsumer(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	far := time.Now().Add(time.Hour)
+	msgs := []*nats.Msg{
+		queue.NewScheduleMsg(cfg, "d1", far),
+		queue.NewScheduleMsg(cfg, "d2", far),
+		queue.NewScheduleMsg(cfg, "d2", far.Add(time.Minute)), // replaces d2's wake-up
+		queue.NewHeldCheckMsg(cfg, "sub1", far),
+		queue.NewHeldMsg(cfg, "sub1", "h1", far),
+		queue.NewHeldMsg(cfg, "sub1", "h2", far),
+		queue.NewHeldMsg(cfg, "sub2", "h3", far),
+		queue.NewMsg("jetrelay.dispatch", "w1"), // a work item: neither
+	}
+	for _, m := range msgs {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("publish %s: %v", m.Subject, err)
+		}
+	}
+	w, err := queue.CountWaiting(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Scheduled != 3 || w.Held != 3 {
+		t.Errorf("CountWaiting = %+v, want 3 scheduled (d1, d2, sub1's check) and 3 held", w)
+	}
+	if ok, err := queue.IsHeld(ctx, js, cfg, "sub1", "h2"); err != nil || !ok {
+		t.Errorf("IsHeld(sub1, h2) = %v, %v; want true", ok, err)
+	}
+	if ok, err := queue.IsScheduled(ctx, js, cfg, "w1"); err != nil || ok {
+		t.Errorf("IsScheduled(w1) = %v, %v; want false (a work item, not a wake-up)", ok, err)
+	}
+	// Counting again reuses the meters and sees a wake-up go.
+	st, err := js.Stream(ctx, queue.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(cfg.ScheduleSubject("d1"))); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := queue.CountWaiting(ctx, js, cfg); err != nil || w.Scheduled != 2 {
+		t.Errorf("after cancelling d1's wake-up CountWaiting = %+v, %v; want 2 scheduled", w, err)
 	}
 }
