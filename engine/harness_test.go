@@ -55,6 +55,10 @@ type envOptions struct {
 	timeout   time.Duration        // webhook request timeout, default 2s
 	ackWait   time.Duration        // consumer AckWait, default 5s
 	tracer    trace.TracerProvider // the bridge's and the engine's spans; nil: none
+	// natsURLs, when set, is an external NATS (a testenv.Cluster) to use
+	// instead of an in-process server, with a stream of streamReplicas.
+	natsURLs       string
+	streamReplicas int
 	// transports registers more transports (e.g. natsink on the test's
 	// NATS connection) next to the webhook one.
 	transports func(*transport.Registry, *nats.Conn)
@@ -63,7 +67,11 @@ type envOptions struct {
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	e := &env{redis: testenv.Redis(t, o.redis), tenant: "acme-corp"}
-	_, e.nc, e.js = testenv.NATS(t)
+	if o.natsURLs == "" {
+		_, e.nc, e.js = testenv.NATS(t)
+	} else {
+		e.nc, e.js = connectCluster(t, o.natsURLs)
+	}
 	e.store = store.New(e.redis.Client)
 	e.admin = admin.NewWriter(e.redis.Client, parseKey(t, o.adminKey))
 	e.recv = receiver.New()
@@ -79,7 +87,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.ackWait == 0 {
 		o.ackWait = 5 * time.Second
 	}
-	e.qc = queue.Config{AckWait: o.ackWait}.WithDefaults()
+	e.qc = queue.Config{AckWait: o.ackWait, Replicas: o.streamReplicas}.WithDefaults()
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Second
 	}
@@ -300,4 +308,20 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// connectCluster connects to a cluster's client URLs, reconnecting for as
+// long as the test runs (nodes are stopped on purpose).
+func connectCluster(t *testing.T, urls string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to the cluster: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
