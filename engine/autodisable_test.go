@@ -152,3 +152,28 @@ func countEvents(t *testing.T, e *env, eventType string) int {
 	}
 	return n
 }
+
+func TestHeld_ADeliveryHeldForAPausedSubscriptionFailsAtTheStaleCutoffWithTheReferenceMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{engine: func(c *engine.Config) { c.MaxDeliveryAge = 3 * time.Second }})
+	sub, _, ep := e.subscribe(t, "/paused", nil, func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
+	id := e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the delivery to be held", func() bool { return e.parked(id) })
+	rec, err := e.store.Delivery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Waiting == nil || *rec.Waiting != "subscription_paused" || rec.NextRetryAt != nil {
+		t.Errorf("held record says waiting=%v next_retry_at=%v; want subscription_paused and no retry time (it waits for the subscription)", rec.Waiting, rec.NextRetryAt)
+	}
+	rec = e.final(t, id)
+	if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || !strings.HasPrefix(*rec.ErrorMessage, "Delivery expired: ") {
+		t.Fatalf("record = %s; want FAILED with the reference's Delivery expired message", rec.Raw)
+	}
+	if n := ep.Stats().Requests; n != 0 {
+		t.Errorf("the paused subscription got %d sends", n)
+	}
+	if e.parked(id) {
+		t.Errorf("the expired delivery is still held in JetStream")
+	}
+}

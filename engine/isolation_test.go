@@ -41,6 +41,17 @@ func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *t
 		r, err := e.store.Delivery(context.Background(), id)
 		return err == nil && r.Attempts == 3
 	})
+	// The record tells the truth while the breaker holds it: why, until
+	// when, and the endpoint's last answer.
+	var held *store.DeliveryRecord
+	waitFor(t, 10*time.Second, "the record to say the breaker holds it", func() bool {
+		r, err := e.store.Delivery(context.Background(), id)
+		held = r
+		return err == nil && r.Waiting != nil && *r.Waiting == "breaker_open"
+	})
+	if held.NextRetryAt == nil || held.NextRetryAt.Before(time.Now().Add(-time.Second)) || held.ErrorMessage == nil || *held.ErrorMessage != "HTTP 503" {
+		t.Errorf("held by the breaker, the record says %s; want next_retry_at ahead and error_message HTTP 503", held.Raw)
+	}
 	healthy.Store(true)
 	rec := e.final(t, id)
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 4 {
