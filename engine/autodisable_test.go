@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,19 +32,7 @@ func (c *disableCounter) Postponed(string)                                      
 // breaker, disable_after_failures 10 and 12 queued deliveries.
 func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhenReEnabled(t *testing.T) {
 	t.Parallel()
-	var healthy atomic.Bool
-	var mu sync.Mutex
-	var sends []time.Time
-	dead := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		sends = append(sends, time.Now())
-		mu.Unlock()
-		if healthy.Load() {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	})
+	dead := &downEndpoint{}
 	disabled := &disableCounter{}
 	e := newEnv(t, envOptions{handler: dead, engine: func(c *engine.Config) {
 		c.Breaker = engine.BreakerConfig{} // the defaults: 5 failures, open 5 s doubling
@@ -66,9 +52,7 @@ func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhe
 		return e.subscription(t, sub).Status == proto.SubscriptionDisabled
 	})
 	disabledAt := time.Now()
-	mu.Lock()
-	first := sends[0]
-	mu.Unlock()
+	first := dead.sends()[0]
 	if took := disabledAt.Sub(first); took > 90*time.Second {
 		t.Errorf("auto-disabled %s after the first send, want within 90s (the reference takes about a minute)", took.Round(time.Second))
 	}
@@ -110,9 +94,7 @@ func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhe
 	if n := countEvents(t, e, "webhook.disabled"); n != 1 {
 		t.Errorf("%d webhook.disabled events saved, want 1", n)
 	}
-	mu.Lock()
-	n := len(sends)
-	mu.Unlock()
+	n := len(dead.sends())
 	if n >= 12*6/2 {
 		t.Errorf("%d sends to the dead endpoint, want far fewer than 12 × 6 = 72: the open breaker sends probes, not the backlog", n)
 	}
@@ -120,7 +102,7 @@ func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhe
 
 	// The endpoint is fixed and an operator re-enables the subscription:
 	// its breaker closes and the held deliveries go out within seconds.
-	healthy.Store(true)
+	dead.healthy.Store(true)
 	if err := e.admin.SetStatus(context.Background(), sub, proto.SubscriptionActive); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,4 +326,30 @@ func connectCluster(t *testing.T, urls string) (*nats.Conn, jetstream.JetStream)
 		t.Fatal(err)
 	}
 	return nc, js
+}
+
+// downEndpoint answers 503 until healthy is set, then 200, and notes the
+// time of every request it gets.
+type downEndpoint struct {
+	healthy atomic.Bool
+	mu      sync.Mutex
+	at      []time.Time
+}
+
+func (d *downEndpoint) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	d.mu.Lock()
+	d.at = append(d.at, time.Now())
+	d.mu.Unlock()
+	if d.healthy.Load() {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// sends returns the times of the requests so far.
+func (d *downEndpoint) sends() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Time(nil), d.at...)
 }
