@@ -17,15 +17,14 @@ import (
 // ignored.
 type disableCounter struct{ n atomic.Int32 }
 
-func (c *disableCounter) AutoDisabled(string)                                        { c.n.Add(1) }
-func (c *disableCounter) Attempted(engine.Labels)                                    {}
-func (c *disableCounter) Sent(engine.Labels, engine.Send)                            {}
-func (c *disableCounter) Succeeded(engine.Labels, int, time.Duration, time.Duration) {}
-func (c *disableCounter) Failed(engine.Labels, string, time.Duration)                {}
-func (c *disableCounter) Retried(engine.Labels)                                      {}
-func (c *disableCounter) Stale(engine.Labels)                                        {}
-func (c *disableCounter) PayloadInvalid(string, string)                              {}
-func (c *disableCounter) Postponed(string)                                           {}
+func (c *disableCounter) Sending(engine.Labels)           {}
+func (c *disableCounter) Sent(engine.Labels, engine.Send) {}
+func (c *disableCounter) PayloadInvalid(string, string)   {}
+func (c *disableCounter) Decided(d engine.Decision) {
+	if d.AutoDisabled {
+		c.n.Add(1)
+	}
+}
 
 // The acceptance case: an endpoint that always answers 503, admin's
 // default retry policy (6 sends: 1, 2, 4, 8, 16 s apart), the default

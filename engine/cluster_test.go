@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
@@ -40,7 +41,7 @@ func TestCluster_ScheduledRetriesAndHeldDeliveriesSurviveTheStreamLeaderStopping
 		engine: func(c *engine.Config) { c.Breaker.Threshold = 1000 }})
 	ctx := context.Background()
 	retrying, _, _ := e.subscribe(t, "/custom/retry", nil, func(s *admin.Subscription) {
-		s.RetryPolicy = &proto.RetryPolicy{MaxRetries: ptr(3), InitialDelayMs: ptr(int64(3000)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(3000))}
+		s.RetryPolicy = &proto.RetryPolicy{MaxRetries: ptr(3), InitialDelayMs: ptr(int64(8000)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(8000))}
 	})
 	paused, _, _ := e.subscribe(t, "/custom/paused", nil, func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
 	for _, sub := range []string{retrying, paused} {
@@ -53,20 +54,35 @@ func TestCluster_ScheduledRetriesAndHeldDeliveriesSurviveTheStreamLeaderStopping
 	for range 5 {
 		held = append(held, e.deliver(t, paused, e.event(), nil))
 	}
+	// The records say so once the wake-up or held copy is stored (the
+	// work item is acked only after both).
 	waitFor(t, 60*time.Second, "every delivery scheduled for its retry or held", func() bool {
-		for _, id := range append(append([]string{}, scheduled...), held...) {
-			if !e.parked(id) {
+		for _, id := range scheduled {
+			rec, err := e.store.Delivery(ctx, id)
+			if err != nil || rec.Status != proto.DeliveryRetrying || rec.NextRetryAt == nil {
+				return false
+			}
+		}
+		for _, id := range held {
+			rec, err := e.store.Delivery(ctx, id)
+			if err != nil || rec.Waiting == nil || *rec.Waiting != "subscription_paused" {
 				return false
 			}
 		}
 		return true
 	})
-
+	w, err := queue.CountWaiting(ctx, e.js, e.qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Held != uint64(len(held)) || w.Scheduled == 0 {
+		t.Fatalf("before the leader stops JetStream holds %+v, want %d held and the retries scheduled", w, len(held))
+	}
 	leader := clusterStreamLeader(t, e.js, e.qc.Stream)
 	if err := cl.Stop(leader); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stopped %s, the stream leader, with %d wake-ups and %d held deliveries pending", leader, len(scheduled), len(held))
+	t.Logf("stopped %s, the stream leader, with %d wake-ups and %d held deliveries pending", leader, w.Scheduled, w.Held)
 	if err := e.admin.SetStatus(ctx, paused, proto.SubscriptionActive); err != nil {
 		t.Fatal(err)
 	}

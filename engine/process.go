@@ -231,7 +231,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	h.log = log.With("trace_id", traceID)
 
 	var res transport.Result
-	e.obs.Attempted(lab)
+	e.obs.Sending(lab)
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
 		sendCtx, cancel := context.WithTimeout(sendCtx, e.cfg.AttemptTimeout)
@@ -241,7 +241,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		// Metrics name no transport for an unregistered scheme.
 		scheme = ""
 	}
-	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, labels: lab}
+	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
 	endSend(send, o)
 	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
 	if ctx.Err() != nil && err != nil {
@@ -267,8 +267,7 @@ func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
 // consumes an attempt and never fails the delivery.
 func (e *Engine) infraRetry(h *handling, err error) settlement {
 	d := e.infraDelay(h.md.NumDelivered)
-	e.obs.Postponed("infra_error")
-	h.log.Warn("infrastructure error; delivery will be retried", "err", err, "retry_in", d)
+	e.report(h, Decision{Kind: PutOff, Reason: "infra_error"}, time.Now().Add(d), err.Error())
 	return nakAfter(d)
 }
 

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -24,7 +22,6 @@ type outcome struct {
 	res     transport.Result
 	err     error
 	traceID string // the event's trace_id, copied into a delivery that has none
-	labels  Labels // for the Observer
 }
 
 // message is the delivery's error_message for a failed send: "HTTP <code>"
@@ -173,9 +170,7 @@ func (e *Engine) recordSuccess(h *handling, o outcome) settlement {
 		// Nothing to reset: only timestamps, written coalesced.
 		e.successes.record(h.rec.SubscriptionID, now)
 	}
-	e.obs.Succeeded(o.labels, o.res.StatusCode, o.res.Latency, now.Sub(attemptedAt(h.delivery(), now)))
-	spanEvent(h.ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", o.res.StatusCode))
-	h.log.Info("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
+	e.report(h, Decision{Kind: Delivered, StatusCode: o.res.StatusCode, Latency: o.res.Latency, Age: now.Sub(attemptedAt(h.delivery(), now))}, time.Time{}, "")
 	return ack()
 }
 
@@ -241,11 +236,8 @@ func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg stri
 	if !wrote {
 		return ack()
 	}
-	e.obs.Failed(h.lab, reason, latency)
-	h.log.Warn("delivery failed", "outcome", "failed", "reason", reason, "err", msg)
-	spanEvent(h.ctx, eventFailed, reason)
+	e.report(h, Decision{Kind: Failed, Reason: reason, Latency: latency, AutoDisabled: disabled != nil}, time.Time{}, msg)
 	if disabled != nil {
-		e.obs.AutoDisabled(disabled.TenantID)
 		e.saveDisabledEvent(h.ctx, h.log, disabled, h.delivery(), h.event(), now)
 	}
 	return ack()
@@ -294,10 +286,7 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 		// Another copy recorded this attempt and owns the retry chain.
 		return ack()
 	}
-	e.obs.Failed(o.labels, o.reason(), o.res.Latency)
-	e.obs.Retried(o.labels)
-	spanEvent(h.ctx, eventRetryScheduled, o.reason(), untilAttr(next))
-	h.log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "reason", o.reason(), "err", o.message(), "retry_in", delay)
+	e.report(h, Decision{Kind: Retrying, Reason: o.reason(), Latency: o.res.Latency}, next, o.message(), "retry_in", delay)
 	return e.wait(h, next, reasonRetry)
 }
 
@@ -363,18 +352,12 @@ func (e *Engine) fail(h *handling, msg, reason string) settlement {
 	if !wrote {
 		return ack()
 	}
+	kind := Failed
 	if reason == "stale" {
 		// The reference counts stale deliveries apart, not as failed.
-		e.obs.Stale(h.lab)
-	} else {
-		e.obs.Failed(h.lab, reason, 0)
+		kind = Stale
 	}
-	log := h.log
-	if t := h.delivery().TraceID; t != "" {
-		log = log.With("trace_id", t)
-	}
-	spanEvent(h.ctx, eventFailed, reason)
-	log.Warn("delivery failed without a send", "outcome", "failed", "reason", reason, "err", msg)
+	e.report(h, Decision{Kind: kind, Reason: reason}, time.Time{}, msg, "sent", false)
 	return ack()
 }
 
@@ -394,8 +377,8 @@ func (e *Engine) secretUnavailable(h *handling, cause error) settlement {
 		}
 	}
 	delay := e.infraDelay(h.md.NumDelivered)
-	e.obs.Postponed("secret_unavailable")
-	h.log.Error("signing secret cannot be decrypted; not sending unsigned, will retry", "outcome", "secret_unavailable", "err", cause, "retry_in", delay)
+	e.report(h, Decision{Kind: PutOff, Reason: "secret_unavailable"}, time.Now().Add(delay),
+		"signing secret cannot be decrypted; not sending unsigned: "+cause.Error())
 	return nakAfter(delay)
 }
 

@@ -104,22 +104,7 @@ func (e *Engine) publishWaiting(ctx context.Context, m *nats.Msg) error {
 	return err
 }
 
-// reportWait is the one place a wait is reported: span event, metric, log.
-// A retry's wait is reported with its failure (recordFailure).
+// reportWait reports a wait (a hold has no until).
 func (e *Engine) reportWait(h *handling, reason string, until time.Time) {
-	switch reason {
-	case reasonRetry:
-		return
-	case reasonEarly:
-		spanEvent(h.ctx, eventDeferred, reason, untilAttr(until))
-		h.log.Debug("early copy of a waiting delivery put off to its time", "until", until)
-		return
-	}
-	if until.IsZero() {
-		spanEvent(h.ctx, eventDeferred, reason)
-	} else {
-		spanEvent(h.ctx, eventDeferred, reason, untilAttr(until))
-	}
-	e.obs.Postponed(reason)
-	h.log.Debug("delivery put off", "reason", reason, "until", until)
+	e.report(h, Decision{Kind: PutOff, Reason: reason}, until, "")
 }

@@ -26,6 +26,11 @@ func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The meters that count waiting work exist (metrics are scraped): they
+	// must not keep a fired wake-up alive.
+	if _, err := queue.CountWaiting(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if _, err := js.PublishMsg(ctx, queue.NewScheduleMsg(cfg, "d1", start.Add(time.Hour))); err != nil {
 		t.Fatal(err)
@@ -59,8 +64,15 @@ func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 0 {
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
 		t.Errorf("stream still holds %d msgs after the wake-up fired and was acked", info.State.Msgs)
+	}
+	if w, err := queue.CountWaiting(ctx, js, cfg); err != nil || w.Scheduled != 0 {
+		t.Errorf("CountWaiting after the wake-up fired = %+v, %v; want nothing scheduled", w, err)
 	}
 }
 
