@@ -33,6 +33,16 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 	if st, err = queue.EnsureStream(ctx, js, queue.Config{}); err != nil {
 		t.Fatalf("EnsureStream: %v", err)
 	}
+	// The upgrade to a stream that holds waiting work narrows the old
+	// unfiltered consumer first, or it would take wake-ups and held
+	// deliveries as work items.
+	old, err := js.Consumer(ctx, queue.DefaultStream, queue.DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := old.CachedInfo().Config.FilterSubject; f != queue.DefaultSubject {
+		t.Errorf("after EnsureStream the existing consumer's filter is %q, want %q", f, queue.DefaultSubject)
+	}
 	cons, err := queue.EnsureConsumer(ctx, js, queue.Config{})
 	if err != nil {
 		t.Fatalf("EnsureConsumer: %v", err)
