@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/jetrelay/jetrelay/internal/bench"
+	"github.com/jetrelay/jetrelay/internal/demo"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -30,9 +33,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "demo":
-		err = cmdDemo(ctx, args[1:], stdout, stderr)
+		err = demo.Run(ctx, args[1:], stdout, stderr, version)
 	case "bench":
-		err = cmdBench(ctx, args[1:], stdout, stderr)
+		err = bench.Run(ctx, args[1:], stdout, stderr, version)
 	case "subscriptions":
 		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

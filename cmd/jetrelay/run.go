@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"strconv"
 
+	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/config"
-	"github.com/jetrelay/jetrelay/internal/mgmt"
 )
 
 // cmdRun is `jetrelay run`: the production process.
@@ -19,29 +15,5 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
-	log.Info("jetrelay starting", "version", version, "role", cfg.Role, "workers", cfg.Workers)
-
-	s, err := newStack(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-
-	if cfg.ManagementPort > 0 {
-		addr := net.JoinHostPort(cfg.ManagementHost, strconv.Itoa(cfg.ManagementPort))
-		// /actuator/prometheus is where the reference service's scrape
-		// configs point.
-		metrics := s.metrics.Handler()
-		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), map[string]http.Handler{
-			"GET /metrics": metrics, "GET /actuator/prometheus": metrics,
-		}))
-		if err != nil {
-			return fmt.Errorf("management server: %w", err)
-		}
-		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics")
-	}
-	err = s.run(ctx)
-	log.Info("jetrelay stopped")
-	return err
+	return app.Serve(ctx, cfg, app.NewLogger(cfg.LogFormat, cfg.LogLevel, stderr), version)
 }

@@ -1,10 +1,12 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -16,11 +18,11 @@ func TestBench_IsolationScenarioWritesItsDocument(t *testing.T) {
 		t.Skip("starts redis-server and an embedded JetStream twice")
 	}
 	out := filepath.Join(t.TempDir(), "docs", "isolation.md")
-	args := []string{"bench", "--scenario", "isolation", "--healthy-subs", "2", "--rate", "40", "--duration", "1s",
+	args := []string{"--scenario", "isolation", "--healthy-subs", "2", "--rate", "40", "--duration", "1s",
 		"--bad-deliveries", "30", "--slow-delay", "300ms", "--settle", "20s", "--out", out}
 	var stdout, stderr bytes.Buffer
-	if code := realMain(args, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	if err := Run(t.Context(), args, &stdout, &stderr, "test"); err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	doc, err := os.ReadFile(out)
 	if err != nil {
@@ -45,17 +47,17 @@ func TestBench_IsolationScenarioWritesItsDocument(t *testing.T) {
 
 func TestBench_RejectsUnknownScenarioAndBadNumbers(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench", "--scenario", "nope"},
-		{"bench", "--scenario=isolation", "--rate", "0"},
-		{"bench", "--healthy-subs", "-1"},
-		{"bench", "--before", "2"},
-		{"bench", "--scenario", "performance", "--only", "nope"},
-		{"bench", "--scenario", "performance", "--rates", "0"},
-		{"bench", "--scenario", "performance", "--fan-dead", "1"},
+		{"--scenario", "nope"},
+		{"--scenario=isolation", "--rate", "0"},
+		{"--healthy-subs", "-1"},
+		{"--before", "2"},
+		{"--scenario", "performance", "--only", "nope"},
+		{"--scenario", "performance", "--rates", "0"},
+		{"--scenario", "performance", "--fan-dead", "1"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := realMain(args, &stdout, &stderr); code != 1 {
-			t.Errorf("%q: exit %d, want 1 (stderr %q)", args, code, stderr.String())
+		if err := Run(t.Context(), args, &stdout, &stderr, "test"); err == nil {
+			t.Errorf("%q: accepted, want an error (stderr %q)", args, stderr.String())
 		}
 	}
 }
@@ -70,12 +72,12 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "BENCHMARKS.md")
-	args := []string{"bench", "--scenario", "performance", "--only", "ceiling,fast,reference-fast,rate,queued",
+	args := []string{"--scenario", "performance", "--only", "ceiling,fast,reference-fast,rate,queued",
 		"--deliveries", "200", "--ref-deliveries", "50", "--rates", "200", "--rate-for", "500ms", "--queued", "300",
-		"--ceiling-for", "300ms", "--settle", "30s", "--relay-binary", binaryPath, "--out", out}
+		"--ceiling-for", "300ms", "--settle", "30s", "--relay-binary", buildRelay(t), "--out", out}
 	var stdout, stderr bytes.Buffer
-	if code := realMain(args, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	if err := Run(t.Context(), args, &stdout, &stderr, "test"); err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	doc, err := os.ReadFile(out)
 	if err != nil {
@@ -109,4 +111,16 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Errorf("chart is not a PNG")
 	}
+}
+
+// buildRelay builds the jetrelay binary a separate-process case runs: a
+// test binary cannot stand in for it.
+func buildRelay(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "jetrelay")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/jetrelay/jetrelay/cmd/jetrelay")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build jetrelay: %v\n%s", err, out)
+	}
+	return bin
 }

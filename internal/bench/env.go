@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
 	"github.com/jetrelay/jetrelay/proto"
@@ -27,14 +28,14 @@ import (
 
 // benchEnv is one isolated run of jetrelay: its own redis-server (AOF off),
 // an embedded JetStream in a temporary directory, jetrelay built by the same
-// newStack as `run` (or `run` itself in a separate process), and an admin
+// app.New as `run` (or `run` itself in a separate process), and an admin
 // writer on its own Redis connection, as cycles-server-admin would be.
 type benchEnv struct {
 	cfg     *config.Config
 	redis   *redisproc.Server
-	stack   *stack      // nil when jetrelay runs as child
-	child   *relayChild // envOptions.child
-	replica []*stack    // further replicas sharing stack's NATS and Redis (envOptions.replicas)
+	stack   *app.Stack   // nil when jetrelay runs as child
+	child   *relayChild  // envOptions.child
+	replica []*app.Stack // further replicas sharing stack's NATS and Redis (envOptions.replicas)
 	key     *proto.SecretKey
 	admin   *admin.Writer // through an autopipeliner: for throughput
 	direct  *admin.Writer // one round trip per command: for latency at a fixed rate
@@ -152,17 +153,17 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 	env.logs = newLogCounter(b.verbose)
 	if opts.child != "" {
 		env.child = newRelayChild(opts.child, settings, b.getenv, b.verbose)
-	} else if env.stack, err = newStack(ctx, env.cfg, env.logs.logger()); err != nil {
+	} else if env.stack, err = app.New(ctx, env.cfg, env.logs.logger(), b.version); err != nil {
 		return nil, err
 	}
 	for i := 2; i <= opts.replicas; i++ {
-		forced["NATS_URL"] = env.stack.embedded.ClientURL()
+		forced["NATS_URL"] = env.stack.EmbeddedClientURL()
 		forced["JETRELAY_BRIDGE_ID"] = fmt.Sprintf("bench-%d", i)
 		cfg, err := config.Load("bench", nil, getenv, io.Discard)
 		if err != nil {
 			return nil, err
 		}
-		r, err := newStack(ctx, cfg, env.logs.logger())
+		r, err := app.New(ctx, cfg, env.logs.logger(), b.version)
 		if err != nil {
 			return nil, err
 		}
@@ -194,10 +195,10 @@ func (env *benchEnv) start(ctx context.Context) error {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	env.stopRun = stop
-	stacks := append([]*stack{env.stack}, env.replica...)
+	stacks := append([]*app.Stack{env.stack}, env.replica...)
 	env.runDone = make(chan error, len(stacks))
 	for _, s := range stacks {
-		go func() { env.runDone <- s.run(runCtx) }()
+		go func() { env.runDone <- s.Run(runCtx) }()
 	}
 	return nil
 }
@@ -329,7 +330,7 @@ func (env *benchEnv) consumerPeak(ctx context.Context, every time.Duration) <-ch
 }
 
 func (env *benchEnv) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, error) {
-	c, err := env.stack.js.Consumer(ctx, env.cfg.Stream, env.cfg.Consumer)
+	c, err := env.stack.JetStream().Consumer(ctx, env.cfg.Stream, env.cfg.Consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -372,10 +373,10 @@ func (env *benchEnv) close() {
 		_ = c.Close()
 	}
 	for _, r := range env.replica {
-		r.close()
+		r.Close()
 	}
 	if env.stack != nil {
-		env.stack.close()
+		env.stack.Close()
 	}
 	if env.adminDB != nil {
 		_ = env.adminDB.Close()

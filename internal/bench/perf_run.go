@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/app"
+	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -102,7 +104,7 @@ func (p *perfRun) newFleet(ctx context.Context, env *benchEnv, l layout, delay t
 		addrs = append(addrs, addr)
 	}
 	for range min(l.dead, 10) {
-		addr, err := closedPort()
+		addr, err := receiver.ClosedAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -332,8 +334,8 @@ func (r *perfResult) setLatency(lat []time.Duration) {
 // case's clock starts with jetrelay running, not starting.
 func awaitReady(ctx context.Context, env *benchEnv) error {
 	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range append([]*stack{env.stack}, env.replica...) {
-		for s.engine.Ready(ctx) != nil {
+	for _, s := range append([]*app.Stack{env.stack}, env.replica...) {
+		for s.Engine().Ready(ctx) != nil {
 			if time.Now().After(deadline) {
 				return errors.New("jetrelay did not become ready within 30s")
 			}
@@ -422,7 +424,7 @@ func (p *perfRun) ceiling(ctx context.Context) (*perfResult, error) {
 	fails := make([]int, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() { lats[w], fails[w] = ceilingWorker(ctx, env.stack.webhook, f, body, w, workers, deadline) })
+		wg.Go(func() { lats[w], fails[w] = ceilingWorker(ctx, env.stack.Webhook(), f, body, w, workers, deadline) })
 	}
 	wg.Wait()
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
@@ -490,7 +492,7 @@ func (p *perfRun) reference(ctx context.Context, id, title string, delay time.Du
 	}
 	lifetime := !freshMemory()
 	u0, r0, prof := resourcesNow(), env.redisCPU(ctx), startCaseProfile()
-	succeeded, last, err := runReferenceLoop(ctx, rdb, env.stack.webhook, env.key, n)
+	succeeded, last, err := runReferenceLoop(ctx, rdb, env.stack.Webhook(), env.key, n)
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile = prof.stop()
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -43,8 +43,8 @@ func (env *benchEnv) timeline(ctx context.Context, every time.Duration, healthyR
 			if info, err := env.consumerInfo(ctx); err == nil {
 				s.streamPending, s.ackPending = info.NumPending, info.NumAckPending
 			}
-			if env.stack.bridge != nil {
-				st := env.stack.bridge.Stats()
+			if env.stack.Bridge() != nil {
+				st := env.stack.Bridge().Stats()
 				s.moved, s.returned = st.Moved, st.Undeferred
 			}
 			samples = append(samples, s)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // isolationMechanisms is the operator's explanation that ends the isolation
 // document: what keeps a bad endpoint from slowing the others, and which

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -33,8 +33,8 @@ import (
 	"github.com/jetrelay/jetrelay/transport/webhook"
 )
 
-// stack is one running jetrelay: its connections and the parts its role runs.
-type stack struct {
+// Stack is one running jetrelay: its connections and the parts its role runs.
+type Stack struct {
 	log       *slog.Logger
 	rdb       *redis.Client
 	embedded  *natsserver.Server
@@ -53,15 +53,17 @@ type stack struct {
 	tracing   *telemetry.Tracing  // OTLP spans, a no-op without OTEL_EXPORTER_OTLP_*ENDPOINT
 }
 
-// newStack connects to Redis and NATS (starting an embedded JetStream
-// server when no NATS_URL is set) and builds the parts cfg.Role asks for.
-func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *stack, err error) {
+// New connects to Redis and NATS (starting an embedded JetStream server
+// when no NATS_URL is set) and builds the parts cfg.Role asks for. version
+// labels metrics and traces. The caller runs it with Run and releases it
+// with Close.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (_ *Stack, err error) {
 	// The deferred close must see the stack even when a failing return
 	// hands the caller nil, so s is not the named result.
-	s := &stack{log: log, metrics: metrics.New(metrics.Options{TenantTag: cfg.MetricsTenantTag, Version: version})}
+	s := &Stack{log: log, metrics: metrics.New(metrics.Options{TenantTag: cfg.MetricsTenantTag, Version: version})}
 	defer func() {
 		if err != nil {
-			s.close()
+			s.Close()
 		}
 	}()
 
@@ -189,14 +191,14 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 	}
 	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
 	s.metrics.WatchRedis(s.rdb)
-	s.metrics.WatchReadiness(s.checks())
+	s.metrics.WatchReadiness(s.Checks())
 	return s, nil
 }
 
-// run runs the bridge and the engine until ctx is done and both have
+// Run runs the bridge and the engine until ctx is done and both have
 // drained. If one of them stops on its own with an error, the other is
 // stopped too, so the process exits instead of running half-alive.
-func (s *stack) run(ctx context.Context) error {
+func (s *Stack) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -232,9 +234,9 @@ func (s *stack) run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// checks are the /readyz checks: Redis and JetStream reachable, and each
+// Checks are the /readyz checks: Redis and JetStream reachable, and each
 // part this process runs able to work.
-func (s *stack) checks() map[string]mgmt.Check {
+func (s *Stack) Checks() map[string]mgmt.Check {
 	c := map[string]mgmt.Check{
 		"redis": func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() },
 		"jetstream": func(ctx context.Context) error {
@@ -254,7 +256,9 @@ func (s *stack) checks() map[string]mgmt.Check {
 	return c
 }
 
-func (s *stack) close() {
+// Close closes the transports and connections and stops the embedded NATS
+// server, after Run has returned; it flushes the last spans.
+func (s *Stack) Close() {
 	if s.registry != nil {
 		if err := s.registry.Close(); err != nil {
 			s.log.Warn("close transports", "err", err)
@@ -287,7 +291,7 @@ func (s *stack) close() {
 
 // connect opens one NATS connection (in-process to the embedded server, or
 // to NATS_URL with endless reconnects) and its JetStream context.
-func (s *stack) connect(cfg *config.Config, log *slog.Logger, name string) (*nats.Conn, jetstream.JetStream, error) {
+func (s *Stack) connect(cfg *config.Config, log *slog.Logger, name string) (*nats.Conn, jetstream.JetStream, error) {
 	var nc *nats.Conn
 	var err error
 	if s.embedded != nil {
@@ -337,7 +341,9 @@ func orNone(s string) string {
 	return s
 }
 
-func newLogger(format, level string, w io.Writer) *slog.Logger {
+// NewLogger is jetrelay's logger: JSON or text lines on w, from the
+// JETRELAY_LOG_FORMAT and JETRELAY_LOG_LEVEL settings.
+func NewLogger(format, level string, w io.Writer) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}

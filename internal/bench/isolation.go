@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -270,7 +270,7 @@ func settingsOf(env *benchEnv) engineSettings {
 // their subscriptions, with admin's defaults (retry policy, auto-disable
 // after 10 failed deliveries), as a customer would create them.
 func startBadEndpoints(ctx context.Context, env *benchEnv, o *isolationOptions) ([]*badSub, error) {
-	deadAddr, err := closedPort()
+	deadAddr, err := receiver.ClosedAddr()
 	if err != nil {
 		return nil, err
 	}

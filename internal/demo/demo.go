@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
@@ -33,8 +34,9 @@ type demoSub struct {
 	deliveries        []string
 }
 
-// cmdDemo is `jetrelay demo`: everything on loopback, nothing left behind.
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run is `jetrelay demo` with its command-line arguments: everything on
+// loopback, nothing left behind. version labels the stack it starts.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	events := fs.Int("events", 20, "events to emit")
@@ -81,7 +83,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	httpSrv := &http.Server{Handler: recv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = httpSrv.Serve(ln) }()
 	defer httpSrv.Close()
-	deadAddr, err := closedPort()
+	deadAddr, err := receiver.ClosedAddr()
 	if err != nil {
 		return err
 	}
@@ -128,20 +130,20 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *verbose {
 		logw = stderr
 	}
-	log := newLogger("text", os.Getenv("JETRELAY_DEMO_LOG_LEVEL"), logw)
-	s, err := newStack(ctx, cfg, log)
+	log := app.NewLogger("text", os.Getenv("JETRELAY_DEMO_LOG_LEVEL"), logw)
+	s, err := app.New(ctx, cfg, log, version)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan error, 1)
-	go func() { runDone <- s.run(runCtx) }()
+	go func() { runDone <- s.Run(runCtx) }()
 	out.f("● jetrelay running: embedded JetStream (no TCP listener), bridge + engine with %d workers\n\n", cfg.Workers)
 
 	// 4. Subscriptions and events, written exactly as cycles-server-admin writes them.
-	w := admin.NewWriter(s.rdb, nil)
+	w := admin.NewWriter(s.Redis(), nil)
 	fast := fastPolicy()
 	tenant := "demo-tenant"
 	for _, d := range subs {
@@ -188,7 +190,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		all = append(all, ids...)
 	}
-	st := store.New(s.rdb)
+	st := store.New(s.Redis())
 	for _, id := range all {
 		rec, err := st.Delivery(ctx, id)
 		if err != nil {
@@ -206,7 +208,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer tick.Stop()
 	var lastLine string
 	for {
-		p, err := progressOf(ctx, s.rdb, all)
+		p, err := progressOf(ctx, s.Redis(), all)
 		if err == nil {
 			line := fmt.Sprintf("  pending %-4d retrying %-4d success %-4d failed %-4d held %-4d",
 				p.counts[proto.DeliveryPending], p.counts[proto.DeliveryRetrying], p.counts[proto.DeliverySuccess], p.counts[proto.DeliveryFailed], p.held)
@@ -233,7 +235,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := <-runDone; err != nil {
 		log.Warn("shutdown", "err", err)
 	}
-	return summary(ctx, out, s.rdb, st, subs)
+	return summary(ctx, out, s.Redis(), st, subs)
 }
 
 // summary prints what each subscription's deliveries ended as.
@@ -345,16 +347,6 @@ func heldBack(ctx context.Context, rdb *redis.Client, id, sub string, inactive m
 func fastPolicy() proto.RetryPolicy {
 	retries, initial, mult, maxDelay := 3, int64(200), 2.0, int64(2000)
 	return proto.RetryPolicy{MaxRetries: &retries, InitialDelayMs: &initial, BackoffMultiplier: &mult, MaxDelayMs: &maxDelay}
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }
 
 // isTerminal reports whether w is a character device (an interactive terminal).

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -44,6 +44,7 @@ type benchContext struct {
 	verbose  io.Writer // jetrelay's logs with -v, otherwise io.Discard
 	getenv   func(string) string
 	out      string // --out, "" if none: where files a scenario writes go next to
+	version  string // jetrelay's version, for the stacks a scenario starts
 }
 
 func (b *benchContext) stepf(format string, args ...any) {
@@ -60,9 +61,10 @@ type benchReport struct {
 	load    [2]string         // the machine's load average at the start and the end of the run
 }
 
-// cmdBench is `jetrelay bench`: a scenario run end to end on this machine,
-// everything on loopback, nothing left behind.
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run is `jetrelay bench` with its command-line arguments: a scenario run
+// end to end on this machine, everything on loopback, nothing left behind.
+// version labels the jetrelay stacks it starts.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version string) error {
 	sc, err := scenarioNamed(scenarioArg(args))
 	if err != nil {
 		return err
@@ -92,7 +94,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv, out: *out}
+	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv, out: *out, version: version}
 	if *verbose {
 		b.verbose = stderr
 	}
