@@ -579,12 +579,12 @@ func runReferenceLoop(ctx context.Context, rdb *redis.Client, tr transport.Trans
 			return ok, last, err
 		}
 		dk := store.DeliveryKey(id)
-		if ttl, err := rdb.TTL(ctx, dk).Result(); err == nil && ttl > 0 {
-			err = rdb.Set(ctx, dk, out, ttl).Err()
-		} else {
-			err = rdb.Set(ctx, dk, out, 0).Err()
+		// The reference keeps the record's TTL (none when it has none).
+		var ttl time.Duration
+		if left, err := rdb.TTL(ctx, dk).Result(); err == nil && left > 0 {
+			ttl = left
 		}
-		if err != nil {
+		if err := rdb.Set(ctx, dk, out, ttl).Err(); err != nil {
 			return ok, last, err
 		}
 		// updateDeliveryState: GET, merge four fields, SET (no CAS).
