@@ -14,17 +14,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
-// Processing and heartbeat keys; the shared dispatch:* keys come from
-// internal/store.
-const (
-	keyLegacyProcessing = "dispatch:processing"
-	processingPrefix    = "dispatch:processing:"
-	heartbeatPrefix     = "jetrelay:bridge:"
-	// bridgesKey is the SET of bridge instance ids that ever ran; a member
-	// whose heartbeat expired and whose processing list is empty is removed.
-	bridgesKey = "jetrelay:bridges"
-)
-
 // Defaults applied by New.
 const (
 	DefaultBatchSize      = 256

@@ -3,25 +3,7 @@ package bridge
 import (
 	"context"
 	"time"
-
-	"github.com/jetrelay/jetrelay/internal/store"
 )
-
-// requeueRetryBatchLua is the reference service's REQUEUE_RETRY_BATCH_LUA
-// (v0.1.25.24, contract §10), verbatim: due ids leave dispatch:retry and
-// enter dispatch:pending in one atomic step, so concurrent promoters never
-// double-enqueue an id.
-//
-//	KEYS = [dispatch:retry, dispatch:pending]  ARGV = [now_ms, limit]
-const requeueRetryBatchLua = `local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-local moved = {}
-for _, id in ipairs(ready) do
-  if redis.call('ZREM', KEYS[1], id) > 0 then
-    redis.call('LPUSH', KEYS[2], id)
-    table.insert(moved, id)
-  end
-end
-return moved`
 
 // promoteLimit is the reference service's batch size for promotion.
 const promoteLimit = 100
@@ -54,7 +36,7 @@ func (b *Bridge) promoteLoop(ctx context.Context) {
 // promoteDue promotes every due id, a batch at a time.
 func (b *Bridge) promoteDue(ctx context.Context) error {
 	for {
-		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{store.RetryZSet, store.PendingList}, time.Now().UnixMilli(), promoteLimit).StringSlice()
+		moved, err := b.store.PromoteDueRetries(ctx, time.Now(), promoteLimit)
 		if err != nil {
 			return err
 		}

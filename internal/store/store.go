@@ -132,7 +132,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		casPair: redis.NewScript(casPairLua),
 
 		forgetDeferred: redis.NewScript(forgetDeferredLua),
-		saveEvent:      redis.NewScript(saveEventLua),
+		saveEvent:      redis.NewScript(SaveEventLua),
 
 		subs: newSubCache(),
 	}
