@@ -30,7 +30,6 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
 	"github.com/jetrelay/jetrelay/transport/natsink"
-	"github.com/jetrelay/jetrelay/transport/webhook"
 )
 
 // Stack is one running jetrelay: its connections and the parts its role runs.
@@ -44,8 +43,7 @@ type Stack struct {
 	engineJS  jetstream.JetStream
 	bridge    *bridge.Bridge
 	engine    *engine.Engine
-	webhook   *webhook.Transport
-	registry  *transport.Registry // the plugin transports (nats, sqs, …)
+	registry  *transport.Registry // every compiled-in transport (http(s), nats, sqs, …)
 	guard     *ssrf.Guard         // nil unless this process runs the engine
 	ssrfEvery time.Duration       // how often the guard re-reads its policy
 	retention *retention.Config   // nil unless this process runs the bridge
@@ -153,27 +151,23 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			return nil, err
 		}
 		s.ssrfEvery = cfg.SSRFRefresh
-		s.webhook, err = webhook.New(webhook.Config{
-			UserAgent: cfg.UserAgent, ConnectTimeout: cfg.ConnectTimeout, RequestTimeout: cfg.RequestTimeout,
-			MaxIdleConnsPerHost: cfg.Workers,
-			DialContext:         s.guard.DialContext, CheckURL: s.guard.CheckURL,
-		})
-		if err != nil {
-			return nil, err
-		}
-		// Plugin drivers read their settings through the config (flags
-		// included), falling back to the environment for AWS_* variables.
+		// Every compiled-in driver (transports.go, and a custom build's
+		// plugins) reads its settings through the config (flags included),
+		// falling back to the environment for AWS_* variables.
 		s.registry, err = transport.OpenRegistry(ctx, transport.Env{
 			Getenv: cfg.Getenv, Logger: log.With("component", "transport"),
-			// Drivers that dial tenant-chosen hosts (natsink, sqs) vet them
-			// with the same SSRF guard as the webhook transport.
-			Shared: map[any]any{natsink.EngineConn{}: s.nc, transport.DialerKey{}: transport.DialFunc(s.guard.DialContext)},
+			// Drivers that reach tenant-chosen hosts (webhook, natsink,
+			// sqs) vet them with the SSRF guard.
+			Shared: map[any]any{
+				natsink.EngineConn{}:    s.nc,
+				transport.DialerKey{}:   transport.DialFunc(s.guard.DialContext),
+				transport.URLCheckKey{}: s.guard.CheckURL,
+			},
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.registry.Register("http", s.webhook)
-		s.registry.Register("https", s.webhook)
+		log.Info("transports compiled in", "schemes", strings.Join(s.registry.Schemes(), ","))
 		s.engine, err = engine.New(store.NewWithOptions(s.rdb, store.Options{AutoPipeline: cfg.RedisAutoPipeline}), s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
@@ -263,9 +257,6 @@ func (s *Stack) Close() {
 		if err := s.registry.Close(); err != nil {
 			s.log.Warn("close transports", "err", err)
 		}
-	}
-	if s.webhook != nil {
-		s.webhook.Close()
 	}
 	for _, nc := range []*nats.Conn{s.engineNC, s.nc} {
 		if nc != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport/webhook"
 )
 
 // isolationOptions are the isolation scenario's flags.
@@ -262,8 +263,14 @@ func settingsOf(env *benchEnv) engineSettings {
 	return engineSettings{
 		workers: c.Workers, maxInFlight: inflight, breakerThreshold: c.BreakerThreshold, maxAckPending: c.MaxAckPending,
 		breakerOpen: c.BreakerOpenFor, breakerMaxOpen: c.BreakerMaxOpenFor, parkAfter: c.ParkAfter, ackWait: c.AckWait,
-		connectTimeout: c.ConnectTimeout, requestTimeout: c.RequestTimeout,
+		connectTimeout: setting(c.Getenv(webhook.SettingConnectTimeout)), requestTimeout: setting(c.Getenv(webhook.SettingRequestTimeout)),
 	}
+}
+
+// setting parses a duration setting config.Load has already checked.
+func setting(v string) time.Duration {
+	d, _ := time.ParseDuration(v)
+	return d
 }
 
 // startBadEndpoints creates the dead, black-hole and slow endpoints and

@@ -21,20 +21,8 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
-// Settings the driver reads from the host (transport.Env.Getenv).
-const (
-	SettingEndpoint = "JETRELAY_SQS_ENDPOINT"
-	SettingRegion   = "JETRELAY_SQS_REGION"
-)
-
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
-
-func init() {
-	transport.Register("sqs", transport.DriverFunc(func(ctx context.Context, env transport.Env) (transport.Transport, error) {
-		return New(ctx, Config{Endpoint: env.Setting(SettingEndpoint), Region: env.Setting(SettingRegion), Dial: env.Dialer()})
-	}))
-}
 
 // Config configures a Transport. The zero value of every field means its
 // default.
@@ -68,6 +56,9 @@ var _ transport.Transport = (*Transport)(nil)
 // New loads the AWS configuration (environment, shared files) and returns a
 // Transport. It does not contact AWS.
 func New(ctx context.Context, cfg Config) (*Transport, error) {
+	if err := checkRegion(cfg.Region); err != nil {
+		return nil, fmt.Errorf("sqs: %w", err)
+	}
 	opts := []func(*awsconfig.LoadOptions) error{}
 	if cfg.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(cfg.Region))
@@ -83,10 +74,10 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	t := &Transport{queueScheme: "https", region: awsCfg.Region}
 	var endpoint *string
 	if cfg.Endpoint != "" {
-		u, err := url.Parse(cfg.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return nil, errors.New("sqs: endpoint must be an http(s) URL with a host and no credentials")
+		if err := checkEndpoint(cfg.Endpoint); err != nil {
+			return nil, fmt.Errorf("sqs: %w", err)
 		}
+		u, _ := url.Parse(cfg.Endpoint) // checkEndpoint parsed it
 		t.queueScheme = u.Scheme
 		endpoint = aws.String(cfg.Endpoint)
 	}

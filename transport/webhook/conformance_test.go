@@ -1,6 +1,8 @@
 package webhook_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -70,4 +72,30 @@ func receiverFor(t *testing.T, b transporttest.Behaviour) (transporttest.Destina
 		defer mu.Unlock()
 		return append([]transporttest.Message(nil), got...)
 	}}, true
+}
+
+// The webhook registers like every other transport: one driver for http and
+// https, opened once, with the host's settings and destination policy.
+func TestDriver_OpensOneTransportForHTTPAndHTTPSWithTheHostsPolicy(t *testing.T) {
+	blocked := errors.New("blocked by policy")
+	reg, err := transport.OpenRegistry(context.Background(), transport.Env{
+		Getenv: func(k string) string { return map[string]string{webhook.SettingRequestTimeout: "2s"}[k] },
+		Shared: map[any]any{transport.URLCheckKey{}: func(string) error { return transport.Permanent(blocked) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	plain, err := reg.Lookup("http://receiver.example/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure, err := reg.Lookup("https://receiver.example/")
+	if err != nil || secure != plain {
+		t.Errorf("https transport %p, %v; want the http one, %p", secure, err, plain)
+	}
+	_, err = plain.Deliver(context.Background(), transporttest.NewRequest("http://receiver.example/", "policy"))
+	if !errors.Is(err, blocked) {
+		t.Errorf("Deliver = %v, want the host's URL check to refuse it", err)
+	}
 }

@@ -73,9 +73,6 @@ func (t *Transport) header(req *transport.Request) (http.Header, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	if !proto.ValidHeaderValue(t.cfg.UserAgent) {
-		return nil, errors.New("webhook: value of header User-Agent contains control characters (CR, LF, NUL, ...)")
-	}
 	custom, err := transport.CustomHeaders(req, nil)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)

@@ -1,0 +1,48 @@
+package transport_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jetrelay/jetrelay/transport"
+)
+
+// describedDriver has one setting that must be "ok".
+type describedDriver struct{ countingDriver }
+
+func (describedDriver) Settings() []transport.Setting {
+	return []transport.Setting{{Env: "TEST_SETTING_MODE", Flag: "test-mode", Default: "ok", Usage: "a test setting",
+		Check: func(v string) error {
+			if v != "ok" {
+				return errors.New("must be ok")
+			}
+			return nil
+		}}}
+}
+
+func TestDriverSettings_ListADriversSettingsOnceAndCheckThemByName(t *testing.T) {
+	d := &describedDriver{}
+	transport.Register("test-described-a", d)
+	transport.Register("test-described-b", d)
+	var n int
+	for _, s := range transport.DriverSettings() {
+		if s.Env == "TEST_SETTING_MODE" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("TEST_SETTING_MODE listed %d times for a driver registered under two schemes, want once", n)
+	}
+	if err := transport.CheckSettings(func(string) string { return "" }); err != nil {
+		t.Errorf("the default failed its own check: %v", err)
+	}
+	err := transport.CheckSettings(func(k string) string { return map[string]string{"TEST_SETTING_MODE": "bad"}[k] })
+	if err == nil || !strings.Contains(err.Error(), "TEST_SETTING_MODE (--test-mode)") {
+		t.Errorf("CheckSettings with a bad value = %v, want an error naming TEST_SETTING_MODE (--test-mode)", err)
+	}
+	if !slices.Contains(transport.Drivers(), "test-described-a") {
+		t.Errorf("Drivers() = %v lacks test-described-a", transport.Drivers())
+	}
+}
