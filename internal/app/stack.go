@@ -168,12 +168,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			return nil, err
 		}
 		log.Info("transports compiled in", "schemes", strings.Join(s.registry.Schemes(), ","))
-		s.engine, err = engine.New(store.NewWithOptions(s.rdb, store.Options{AutoPipeline: cfg.RedisAutoPipeline}), s.engineJS, s.registry, engine.Config{
+		s.engine, err = engine.New(s.rdb, s.engineJS, s.registry, engine.Config{
 			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
+			NoAutoPipeline: !cfg.RedisAutoPipeline,
 		})
 		if err != nil {
 			return nil, err
