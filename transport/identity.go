@@ -74,7 +74,7 @@ func CustomHeaders(req *Request, reserved func(name string) bool) ([]Header, err
 		value := req.Headers[name]
 		switch {
 		case !proto.ValidHeaderName(name):
-			return nil, fmt.Errorf("custom header name %q is not a valid header name", name)
+			return nil, fmt.Errorf("custom header name %q is not a valid HTTP header name", name)
 		case proto.ReservedHeader(name) || (reserved != nil && reserved(name)):
 			return nil, fmt.Errorf("custom header %s is reserved: the relay or the transport's protocol sets it", name)
 		case !proto.ValidHeaderValue(value):
