@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/bench"
 	"github.com/jetrelay/jetrelay/internal/demo"
+	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -37,7 +38,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		err = bench.Run(ctx, args[1:], stdout, stderr, version)
 	case "subscriptions":
-		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
+		err = subscriptions.Run(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":

@@ -1,4 +1,4 @@
-package main
+package subscriptions
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,11 +22,12 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
-// cmdSubscriptions is `jetrelay subscriptions create|get|list|set-status`:
+// Run is `jetrelay subscriptions create|get|list|set-status` with its
+// command-line arguments:
 // subscriptions for destinations admin's API refuses (nats://, sqs://, any
 // compiled-in plugin's scheme), written with admin's own Lua and JSON so
 // that admin and the engine read them like any other.
-func cmdSubscriptions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		subscriptionsUsage(stdout)
 		if len(args) == 0 {
@@ -64,7 +64,7 @@ Redis: --redis-url or --redis-host/--redis-port/--redis-password (env REDIS_URL,
 REDIS_HOST, REDIS_PORT, REDIS_PASSWORD). Signing secrets are stored encrypted
 with --secret-key (env WEBHOOK_SECRET_ENCRYPTION_KEY), as admin does.
 Run 'jetrelay subscriptions <subcommand> --help' for its flags.
-`, strings.Join(append([]string{"http", "https"}, transport.Drivers()...), ", "))
+`, strings.Join(transport.Drivers(), ", "))
 }
 
 // storeFlags are the Redis and secret-key settings every subcommand takes,
@@ -231,8 +231,8 @@ func subscriptionsGet(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer rdb.Close()
-	raw, err := rdb.Get(ctx, store.SubscriptionKey(pos[0])).Bytes()
-	if errors.Is(err, redis.Nil) {
+	raw, err := store.New(rdb).SubscriptionRaw(ctx, pos[0])
+	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("subscriptions get: %w: %s", admin.ErrSubscriptionNotFound, strconv.Quote(pos[0]))
 	}
 	if err != nil {
@@ -253,12 +253,6 @@ func subscriptionsGet(ctx context.Context, args []string, stdout, stderr io.Writ
 	return err
 }
 
-// Subscription index sets admin keeps (contract §2).
-const (
-	keyAllSubscriptions    = "webhooks:_all"
-	keyTenantSubscriptions = "webhooks:"
-)
-
 func subscriptionsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -273,31 +267,17 @@ func subscriptionsList(ctx context.Context, args []string, stdout, stderr io.Wri
 		return err
 	}
 	defer rdb.Close()
-	index := keyAllSubscriptions
+	index := store.AllSubscriptions
 	if *tenant != "" {
-		index = keyTenantSubscriptions + *tenant
+		index = store.TenantSubscriptions(*tenant)
 	}
-	ids, err := rdb.SMembers(ctx, index).Result()
+	ids, records, err := store.New(rdb).ListSubscriptions(ctx, index)
 	if err != nil {
-		return fmt.Errorf("subscriptions list: %w", err)
-	}
-	slices.Sort(ids)
-	gets := make([]*redis.StringCmd, len(ids))
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			gets[i] = p.Get(ctx, store.SubscriptionKey(id))
-		}
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("subscriptions list: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTENANT\tSTATUS\tURL")
-	for i, get := range gets {
-		raw, err := get.Bytes()
-		if err != nil {
-			continue // deleted since SMEMBERS
-		}
+	for i, raw := range records {
 		sub, err := proto.ParseSubscription(raw)
 		if err != nil {
 			fmt.Fprintf(tw, "%s\t?\tUNREADABLE\t%s\n", ids[i], "record does not parse")
