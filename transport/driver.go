@@ -130,6 +130,9 @@ func OpenRegistry(ctx context.Context, env Env) (*Registry, error) {
 			}
 		}
 		r.Register(scheme, t)
+		if v, ok := d.(URLValidator); ok {
+			r.checks[scheme] = v
+		}
 	}
 	return r, nil
 }

@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -18,11 +17,14 @@ var ErrUnsupportedScheme = errors.New("transport: unsupported URL scheme")
 type Registry struct {
 	mu      sync.RWMutex
 	schemes map[string]Transport
-	owned   []Transport // opened by OpenRegistry, closed by Close
+	owned   []Transport             // opened by OpenRegistry, closed by Close
+	checks  map[string]URLValidator // by scheme: drivers that validate their URLs
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{schemes: make(map[string]Transport)} }
+func NewRegistry() *Registry {
+	return &Registry{schemes: make(map[string]Transport), checks: make(map[string]URLValidator)}
+}
 
 // Register makes t the transport for scheme (case-insensitive). Like
 // database/sql.Register it panics on a nil transport or a scheme registered
@@ -40,20 +42,25 @@ func (r *Registry) Register(scheme string, t Transport) {
 	r.schemes[scheme] = t
 }
 
-// Lookup returns the transport for rawURL's scheme.
+// Lookup returns the transport for rawURL's scheme, after the scheme's
+// driver, when it is a URLValidator, accepted rawURL. Every error is
+// Permanent: no retry makes such a URL deliverable.
 func (r *Registry) Lookup(rawURL string) (Transport, error) {
-	u, err := url.Parse(rawURL)
+	scheme, err := schemeOf(rawURL)
 	if err != nil {
-		// A *url.Error and its causes quote parts of the URL, credentials
-		// included: say only that it does not parse.
-		return nil, Permanent(errors.New("transport: malformed URL: it does not parse as a URL"))
+		return nil, Permanent(err)
 	}
-	scheme := strings.ToLower(u.Scheme)
 	r.mu.RLock()
 	t, ok := r.schemes[scheme]
+	check := r.checks[scheme]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, Permanent(fmt.Errorf("%w %q (registered: %s; a transport plugin not compiled in?)", ErrUnsupportedScheme, scheme, strings.Join(r.Schemes(), ", ")))
+	}
+	if check != nil {
+		if err := check.ValidateURL(rawURL); err != nil {
+			return nil, Permanent(err)
+		}
 	}
 	return t, nil
 }

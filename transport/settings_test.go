@@ -46,3 +46,37 @@ func TestDriverSettings_ListADriversSettingsOnceAndCheckThemByName(t *testing.T)
 		t.Errorf("Drivers() = %v lacks test-described-a", transport.Drivers())
 	}
 }
+
+// strictDriver accepts only strict://ok URLs.
+type strictDriver struct{ countingDriver }
+
+func (strictDriver) ValidateURL(raw string) error {
+	if raw != "strict://ok" {
+		return errors.New("strict: only strict://ok")
+	}
+	return nil
+}
+
+func TestValidateURL_AsksTheSchemesDriverBeforeStoringAndBeforeEveryDelivery(t *testing.T) {
+	transport.Register("strict", &strictDriver{})
+	if err := transport.ValidateURL("strict://ok"); err != nil {
+		t.Errorf("ValidateURL(strict://ok) = %v", err)
+	}
+	if err := transport.ValidateURL("strict://nope"); err == nil {
+		t.Error("ValidateURL(strict://nope) accepted a URL its driver refuses")
+	}
+	if err := transport.ValidateURL("nosuch://x"); !errors.Is(err, transport.ErrUnsupportedScheme) {
+		t.Errorf("ValidateURL(nosuch://x) = %v, want ErrUnsupportedScheme", err)
+	}
+	reg, err := transport.OpenRegistry(t.Context(), transport.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, err := reg.Lookup("strict://nope"); !errors.Is(err, transport.ErrPermanent) {
+		t.Errorf("Lookup(strict://nope) = %v, want a permanent error from the driver's check", err)
+	}
+	if _, err := reg.Lookup("strict://ok"); err != nil {
+		t.Errorf("Lookup(strict://ok) = %v", err)
+	}
+}

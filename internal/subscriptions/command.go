@@ -184,6 +184,11 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 	if s.URL == "" {
 		return errors.New("subscriptions create: --url is required")
 	}
+	// The scheme's driver says whether it could ever deliver to this URL,
+	// before anything is stored (the engine asks it again at delivery).
+	if err := transport.ValidateURL(s.URL); err != nil {
+		return fmt.Errorf("subscriptions create: --url: %w", err)
+	}
 	s.EventTypes, s.EventCategories = splitList(types), splitList(categories)
 	s.Status = proto.SubscriptionStatus(strings.ToUpper(status))
 	if len(headers) > 0 {
@@ -207,6 +212,9 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 		return fmt.Errorf("subscriptions create: %w", err)
 	}
 	fmt.Fprintf(stdout, "subscription_id: %s\n", id)
+	// Which Redis: a default host or a stale REDIS_URL is the usual reason
+	// a new subscription "does nothing". The address only, never a password.
+	fmt.Fprintf(stdout, "redis: %s db %d\n", rdb.Options().Addr, rdb.Options().DB)
 	if generated {
 		fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
 		fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")

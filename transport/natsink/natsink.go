@@ -46,11 +46,25 @@ type Config struct {
 	Dial transport.DialFunc
 }
 
-func init() {
-	transport.Register("nats", transport.DriverFunc(func(_ context.Context, env transport.Env) (transport.Transport, error) {
-		nc, _ := env.Shared[EngineConn{}].(*nats.Conn)
-		return New(Config{Conn: nc, Dial: env.Dialer()})
-	}))
+func init() { transport.Register("nats", driver{}) }
+
+// driver opens the nats:// transport on the engine's own connection (for
+// nats:///subject URLs) with the host's dialer (for URLs naming a server).
+type driver struct{}
+
+var _ transport.URLValidator = driver{}
+
+// Open builds the transport.
+func (driver) Open(_ context.Context, env transport.Env) (transport.Transport, error) {
+	nc, _ := env.Shared[EngineConn{}].(*nats.Conn)
+	return New(Config{Conn: nc, Dial: env.Dialer()})
+}
+
+// ValidateURL accepts nats:///subject and nats://[user[:password]@]host[:port]/subject
+// with a valid subject, the form every send parses.
+func (driver) ValidateURL(rawURL string) error {
+	_, err := parseTarget(rawURL)
+	return err
 }
 
 // Transport publishes deliveries to NATS subjects. It is safe for

@@ -23,8 +23,9 @@ func init() { transport.Register("sqs", driver{}) }
 type driver struct{}
 
 var (
-	_ transport.Driver    = driver{}
-	_ transport.Describer = driver{}
+	_ transport.Driver       = driver{}
+	_ transport.Describer    = driver{}
+	_ transport.URLValidator = driver{}
 )
 
 // Open builds the transport; the host's dialer (its SSRF guard) opens the
@@ -72,4 +73,11 @@ func checkRegion(region string) error {
 		return fmt.Errorf("must be an AWS region name such as eu-west-1, got %q", region)
 	}
 	return nil
+}
+
+// ValidateURL accepts sqs://<queue host>/<account id>/<queue name>, the
+// form every send parses.
+func (driver) ValidateURL(rawURL string) error {
+	_, err := (&Transport{queueScheme: "https"}).parseTarget(rawURL)
+	return err
 }

@@ -34,8 +34,9 @@ func init() {
 type driver struct{}
 
 var (
-	_ transport.Driver    = driver{}
-	_ transport.Describer = driver{}
+	_ transport.Driver       = driver{}
+	_ transport.Describer    = driver{}
+	_ transport.URLValidator = driver{}
 )
 
 // Open builds the transport. Settings were checked when the host loaded
@@ -90,4 +91,12 @@ func duration(v string) (time.Duration, error) {
 		return 0, errors.New("must not be negative")
 	}
 	return d, nil
+}
+
+// ValidateURL accepts absolute http and https URLs with a host and a valid
+// port, the form every send parses. Whether the destination policy allows
+// the host is decided at send time (it can change without a restart).
+func (driver) ValidateURL(rawURL string) error {
+	_, err := parseTarget(rawURL)
+	return err
 }
