@@ -74,6 +74,19 @@ type Harness struct {
 	// CustomHeaders reports that the subscription's custom headers reach the
 	// destination; the suite then checks that they do.
 	CustomHeaders bool
+	// Unreachable, if set, returns a URL of the transport's scheme that
+	// carries user and password and names a destination nobody listens on
+	// (a closed loopback port); the suite checks that the connection error
+	// quotes neither. Nil, or false, when the scheme takes no credentials in
+	// its URL.
+	Unreachable func(t *testing.T, user, password string) (url string, ok bool)
+	// WithDialer, if set, returns the transport under test opened with dial
+	// as its connection dialer (what the host offers as Env.Dialer, the
+	// SSRF guard); the suite checks that deliveries to Accept destinations
+	// go through it and that its refusal comes back as transport.ErrBlocked.
+	// Nil when the transport dials no TCP of its own for the URLs the
+	// Harness gives.
+	WithDialer func(t *testing.T, dial transport.DialFunc) transport.Transport
 }
 
 // Run runs the conformance suite as subtests of t.
@@ -103,6 +116,9 @@ var cases = []testCase{
 	{"cancellation is honoured", testCancel},
 	{"malformed targets are refused permanently without credentials", testMalformed},
 	{"control characters in identity are refused permanently", testHostileValues},
+	{"reserved custom headers never replace the relay's", testReservedHeaders},
+	{"connection errors carry no credentials from the URL", testUnreachable},
+	{"connections go through the provided dialer", testDialer},
 	{"safe for concurrent use", testConcurrent},
 	{"no goroutines are left behind", testNoLeak},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -29,7 +30,29 @@ func TestWebhook_PassesTheTransportConformanceSuite(t *testing.T) {
 		Destination:   receiverFor,
 		Malformed:     []string{"http://", "https://user:s3cret@host:99999/x", "http://user:s3cret@/x"},
 		CustomHeaders: true,
+		Unreachable: func(t *testing.T, user, password string) (string, bool) {
+			return "http://" + user + ":" + password + "@" + closedAddr(t) + "/hook", true
+		},
+		WithDialer: func(t *testing.T, dial transport.DialFunc) transport.Transport {
+			tr, err := webhook.New(webhook.Config{RequestTimeout: 5 * time.Second, DialContext: dial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(tr.Close)
+			return tr
+		},
 	})
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // receiverFor is a real HTTP receiver on loopback behaving as b.
