@@ -17,14 +17,11 @@ var ErrUnsupportedScheme = errors.New("transport: unsupported URL scheme")
 type Registry struct {
 	mu      sync.RWMutex
 	schemes map[string]Transport
-	owned   []Transport             // opened by OpenRegistry, closed by Close
-	checks  map[string]URLValidator // by scheme: drivers that validate their URLs
+	owned   []Transport // opened by OpenRegistry, closed by Close
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{schemes: make(map[string]Transport), checks: make(map[string]URLValidator)}
-}
+func NewRegistry() *Registry { return &Registry{schemes: make(map[string]Transport)} }
 
 // Register makes t the transport for scheme (case-insensitive). Like
 // database/sql.Register it panics on a nil transport or a scheme registered
@@ -42,8 +39,7 @@ func (r *Registry) Register(scheme string, t Transport) {
 	r.schemes[scheme] = t
 }
 
-// Lookup returns the transport for rawURL's scheme, after the scheme's
-// driver, when it is a URLValidator, accepted rawURL. Every error is
+// Lookup returns the transport for rawURL's scheme. Its errors are
 // Permanent: no retry makes such a URL deliverable.
 func (r *Registry) Lookup(rawURL string) (Transport, error) {
 	scheme, err := schemeOf(rawURL)
@@ -52,15 +48,9 @@ func (r *Registry) Lookup(rawURL string) (Transport, error) {
 	}
 	r.mu.RLock()
 	t, ok := r.schemes[scheme]
-	check := r.checks[scheme]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, Permanent(fmt.Errorf("%w %q (registered: %s; a transport plugin not compiled in?)", ErrUnsupportedScheme, scheme, strings.Join(r.Schemes(), ", ")))
-	}
-	if check != nil {
-		if err := check.ValidateURL(rawURL); err != nil {
-			return nil, Permanent(err)
-		}
 	}
 	return t, nil
 }

@@ -73,10 +73,14 @@ func TestValidateURL_AsksTheSchemesDriverBeforeStoringAndBeforeEveryDelivery(t *
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	if _, err := reg.Lookup("strict://nope"); !errors.Is(err, transport.ErrPermanent) {
-		t.Errorf("Lookup(strict://nope) = %v, want a permanent error from the driver's check", err)
+	tr, err := reg.Lookup("strict://nope")
+	if err != nil {
+		t.Fatalf("Lookup(strict://nope) = %v", err)
 	}
-	if _, err := reg.Lookup("strict://ok"); err != nil {
-		t.Errorf("Lookup(strict://ok) = %v", err)
+	if _, err := tr.Deliver(t.Context(), &transport.Request{URL: "strict://nope"}); !errors.Is(err, transport.ErrPermanent) {
+		t.Errorf("Deliver(strict://nope) = %v, want a permanent error from the driver's check", err)
+	}
+	if _, err := tr.Deliver(t.Context(), &transport.Request{URL: "strict://ok"}); err != nil {
+		t.Errorf("Deliver(strict://ok) = %v, want the transport's own answer", err)
 	}
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,9 +12,10 @@ import (
 // subscription URL of its scheme can ever be delivered to, without
 // contacting the destination (a missing subject, a malformed queue path, a
 // bad port). The host asks it when an operator creates a subscription
-// (`jetrelay subscriptions create`) and before every delivery
-// (Registry.Lookup), so a bad URL is refused up front and fails a delivery
-// permanently instead of being retried. Its error must not quote the URL:
+// (`jetrelay subscriptions create`) and before every delivery (OpenRegistry
+// registers the driver's transport behind the check), so a bad URL is
+// refused up front and fails a delivery permanently instead of being
+// retried. Its error must not quote the URL:
 // it may hold credentials.
 type URLValidator interface {
 	ValidateURL(rawURL string) error
@@ -47,4 +49,19 @@ func schemeOf(rawURL string) (string, error) {
 		return "", errors.New("transport: malformed URL: it does not parse as a URL")
 	}
 	return strings.ToLower(u.Scheme), nil
+}
+
+// checked is a driver's transport behind its URL check: a URL the driver
+// refuses fails permanently before Deliver is reached.
+type checked struct {
+	Transport
+	v URLValidator
+}
+
+// Deliver checks req.URL, then delivers.
+func (c checked) Deliver(ctx context.Context, req *Request) (Result, error) {
+	if err := c.v.ValidateURL(req.URL); err != nil {
+		return Result{}, Permanent(err)
+	}
+	return c.Transport.Deliver(ctx, req)
 }
