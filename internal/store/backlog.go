@@ -4,10 +4,9 @@ import "context"
 
 // Backlogs are the lengths of the Redis lists and sets work waits in.
 type Backlogs struct {
-	Pending  int64 // LLEN dispatch:pending: ids no bridge has taken yet
-	Deferred int64 // ZCARD jetrelay:deferred: parked deliveries
-	Failed   int64 // LLEN dispatch:failed: quarantined work items
-	Retry    int64 // ZCARD dispatch:retry: the reference service's retries
+	Pending int64 // LLEN dispatch:pending: ids no bridge has taken yet
+	Failed  int64 // LLEN dispatch:failed: quarantined work items
+	Retry   int64 // ZCARD dispatch:retry: the reference service's retries
 }
 
 // Backlogs reads every backlog length in one pipelined round trip; the
@@ -16,11 +15,10 @@ type Backlogs struct {
 func (s *Store) Backlogs(ctx context.Context) (Backlogs, error) {
 	p := s.rdb.Pipeline()
 	lp := p.LLen(ctx, PendingList)
-	zd := p.ZCard(ctx, DeferredZSet)
 	lf := p.LLen(ctx, FailedList)
 	zr := p.ZCard(ctx, RetryZSet)
 	if _, err := p.Exec(ctx); err != nil {
 		return Backlogs{}, err
 	}
-	return Backlogs{Pending: lp.Val(), Deferred: zd.Val(), Failed: lf.Val(), Retry: zr.Val()}, nil
+	return Backlogs{Pending: lp.Val(), Failed: lf.Val(), Retry: zr.Val()}, nil
 }

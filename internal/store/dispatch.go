@@ -206,8 +206,10 @@ for _, id in ipairs(ready) do
 end
 return moved`)
 
-// PromoteDueRetries moves up to limit ids due by now from the legacy
-// dispatch:retry ZSET to dispatch:pending and returns them.
-func (s *Store) PromoteDueRetries(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	return requeueRetryBatchLua.Run(ctx, s.rdb, []string{RetryZSet, PendingList}, now.UnixMilli(), limit).StringSlice()
+// PromoteScored moves up to limit ids of zset scored up to maxScore (epoch
+// millis, or "+inf") into dispatch:pending with the reference's script and
+// returns them: due ids of the legacy dispatch:retry ZSET, or everything an
+// older jetrelay left in jetrelay:deferred.
+func (s *Store) PromoteScored(ctx context.Context, zset, maxScore string, limit int) ([]string, error) {
+	return requeueRetryBatchLua.Run(ctx, s.rdb, []string{zset, PendingList}, maxScore, limit).StringSlice()
 }
