@@ -1,0 +1,69 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// EmitRequest is an event to emit as admin would.
+type EmitRequest struct {
+	TenantID  string
+	EventType string
+	// Scope is matched against subscriptions' scope filters.
+	Scope string
+	// Data is the event's data object (JSON), or empty.
+	Data          json.RawMessage
+	CorrelationID string
+	// TraceID, when set (32 hex), becomes the event's and deliveries'
+	// trace id so the whole flow lands in one trace.
+	TraceID string
+}
+
+// EmitResult is the event written and the deliveries enqueued for it.
+type EmitResult struct {
+	EventID     string   `json:"event_id"`
+	DeliveryIDs []string `json:"delivery_ids"`
+	// Hint explains an emit that matched no subscription.
+	Hint string `json:"hint,omitempty"`
+}
+
+// Emit writes an event and its deliveries exactly as admin's live dispatch
+// does (internal/admin: the same Lua, JSON and deterministic ids): every
+// ACTIVE subscription of the tenant or of __system__ whose event types or
+// categories, scope filter and ownership boundary match gets a PENDING
+// delivery pushed onto dispatch:pending.
+func (t *Tool) Emit(ctx context.Context, r EmitRequest) (*EmitResult, error) {
+	if strings.TrimSpace(r.TenantID) == "" {
+		return nil, fmt.Errorf("%w: a tenant is required (--tenant; __system__ for admin-plane events)", ErrBadFilter)
+	}
+	if r.TraceID != "" && !proto.ValidTraceID(r.TraceID) {
+		return nil, fmt.Errorf("%w: trace id %q is not 32 lower-case hex digits", ErrBadFilter, r.TraceID)
+	}
+	if len(r.Data) > 0 && !json.Valid(r.Data) {
+		return nil, fmt.Errorf("%w: --data is not valid JSON", ErrBadFilter)
+	}
+	id, deliveries, err := t.admin.Emit(ctx, admin.Event{
+		EventType: r.EventType, TenantID: r.TenantID, Scope: r.Scope, Data: r.Data,
+		CorrelationID: r.CorrelationID, TraceID: r.TraceID, Actor: &proto.Actor{Type: "admin"},
+	}, admin.TraceSnapshot{})
+	if err != nil {
+		return nil, err
+	}
+	res := &EmitResult{EventID: id, DeliveryIDs: deliveries}
+	if res.DeliveryIDs == nil {
+		res.DeliveryIDs = []string{}
+	}
+	if len(deliveries) == 0 {
+		res.Hint = fmt.Sprintf("no ACTIVE subscription of tenant %s or __system__ takes %s events", r.TenantID, r.EventType)
+		if r.Scope != "" {
+			res.Hint += " in scope " + r.Scope
+		}
+		res.Hint += " (subscriptions owned by a tenant only get budget, reservation and tenant events); create one with `jetrelay subscriptions create`"
+	}
+	return res, nil
+}
