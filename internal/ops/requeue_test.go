@@ -19,8 +19,8 @@ import (
 )
 
 // runPipeline starts a real bridge and engine on the env's Redis and
-// JetStream, stopped when the test ends.
-func (e *opsEnv) runPipeline(t *testing.T) {
+// JetStream, stopped when the test ends. tune adjusts the engine's config.
+func (e *opsEnv) runPipeline(t *testing.T, tune ...func(*engine.Config)) (*engine.Engine, *bridge.Bridge) {
 	t.Helper()
 	wh, err := webhook.New(webhook.Config{RequestTimeout: 5 * time.Second})
 	if err != nil {
@@ -29,9 +29,11 @@ func (e *opsEnv) runPipeline(t *testing.T) {
 	t.Cleanup(wh.Close)
 	reg := transport.NewRegistry()
 	reg.Register("http", wh)
-	eng, err := engine.New(store.New(e.redis.Client), e.js, reg, engine.Config{
-		Queue: e.qc, Workers: 16, DrainTimeout: 5 * time.Second, Logger: testLogger(t),
-	})
+	cfg := engine.Config{Queue: e.qc, Workers: 16, DrainTimeout: 5 * time.Second, Logger: testLogger(t)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	eng, err := engine.New(store.New(e.redis.Client), e.js, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +46,7 @@ func (e *opsEnv) runPipeline(t *testing.T) {
 	go func() { _ = br.Run(ctx); done <- struct{}{} }()
 	go func() { _ = eng.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
+	return eng, br
 }
 
 func TestRequeue_ThousandFailedDeliveriesEachArriveOnceEvenWhenRunTwice(t *testing.T) {

@@ -156,7 +156,12 @@ func (t *Tool) streamQueue(ctx context.Context, now time.Time) (*StreamQueue, er
 	cons, err := stream.Consumer(ctx, t.q.Consumer)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		// No engine ever ran: everything in the stream is waiting.
+		// No engine ever ran: every work item in the stream is waiting.
+		items, err := subjectCounts(ctx, stream, t.q.Subject)
+		if err != nil {
+			return nil, err
+		}
+		q.Depth = items[t.q.Subject]
 	case err != nil:
 		return nil, fmt.Errorf("consumer %s: %w", t.q.Consumer, err)
 	default:
