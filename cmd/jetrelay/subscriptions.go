@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -207,6 +208,9 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 		return fmt.Errorf("subscriptions create: %w", err)
 	}
 	fmt.Fprintf(stdout, "subscription_id: %s\n", id)
+	if warning := ops.SSRFWarning(ctx, rdb, s.URL, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, warning)
+	}
 	if generated {
 		fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
 		fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")
