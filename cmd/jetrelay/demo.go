@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/config"
@@ -78,8 +80,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: recv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = httpSrv.Serve(ln) }()
+	httpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
 	defer httpSrv.Close()
 	deadAddr, err := closedPort()
 	if err != nil {
@@ -134,6 +135,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer s.close()
+	// The receiver continues each delivery's trace as a real one would with
+	// otelhttp, so `demo:traced` shows its span as the child of the send.
+	httpSrv.Handler = otelhttp.NewHandler(recv, "receive webhook",
+		otelhttp.WithTracerProvider(s.tracing.Provider()), otelhttp.WithPropagators(propagation.TraceContext{}))
+	go func() { _ = httpSrv.Serve(ln) }()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan error, 1)
