@@ -19,14 +19,15 @@ type EmitRequest struct {
 	// Data is the event's data object (JSON), or empty.
 	Data          json.RawMessage
 	CorrelationID string
-	// TraceID, when set (32 hex), becomes the event's and deliveries'
-	// trace id so the whole flow lands in one trace.
+	// TraceID (32 hex) becomes the event's and deliveries' trace id so the
+	// whole flow lands in one trace; empty mints one.
 	TraceID string
 }
 
 // EmitResult is the event written and the deliveries enqueued for it.
 type EmitResult struct {
 	EventID     string   `json:"event_id"`
+	TraceID     string   `json:"trace_id"`
 	DeliveryIDs []string `json:"delivery_ids"`
 	// Hint explains an emit that matched no subscription.
 	Hint string `json:"hint,omitempty"`
@@ -47,14 +48,21 @@ func (t *Tool) Emit(ctx context.Context, r EmitRequest) (*EmitResult, error) {
 	if len(r.Data) > 0 && !json.Valid(r.Data) {
 		return nil, fmt.Errorf("%w: --data is not valid JSON", ErrBadFilter)
 	}
+	// Like an emit inside one of admin's HTTP requests without an inbound
+	// traceparent: a fresh trace, sampled, so the whole delivery can be
+	// found by the trace id inspect prints.
+	if r.TraceID == "" {
+		r.TraceID = proto.NewTraceID()
+	}
+	inbound := false
 	id, deliveries, err := t.admin.Emit(ctx, admin.Event{
 		EventType: r.EventType, TenantID: r.TenantID, Scope: r.Scope, Data: r.Data,
 		CorrelationID: r.CorrelationID, TraceID: r.TraceID, Actor: &proto.Actor{Type: "admin"},
-	}, admin.TraceSnapshot{})
+	}, admin.TraceSnapshot{TraceID: r.TraceID, TraceFlags: "01", InboundValid: &inbound})
 	if err != nil {
 		return nil, err
 	}
-	res := &EmitResult{EventID: id, DeliveryIDs: deliveries}
+	res := &EmitResult{EventID: id, TraceID: r.TraceID, DeliveryIDs: deliveries}
 	if res.DeliveryIDs == nil {
 		res.DeliveryIDs = []string{}
 	}

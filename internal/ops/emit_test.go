@@ -51,6 +51,15 @@ func TestEmit_WritesTheEventAndQueuesADeliveryForEachMatchingSubscriptionAsAdmin
 	if len(pending) != 2 {
 		t.Fatalf("dispatch:pending = %v", pending)
 	}
+	if !proto.ValidTraceID(res.TraceID) || ev.TraceID != res.TraceID {
+		t.Fatalf("trace id %q, event's %q: want one minted and stored", res.TraceID, ev.TraceID)
+	}
+	for _, id := range res.DeliveryIDs {
+		rec, err := store.New(e.redis.Client).Delivery(ctx, id)
+		if err != nil || rec.TraceID != res.TraceID || rec.TraceFlags != "01" {
+			t.Fatalf("delivery %s does not carry the trace: %+v %v", id, rec, err)
+		}
+	}
 	if n, _ := e.redis.Client.ZCard(ctx, "events:acme").Result(); n != 1 {
 		t.Fatalf("events:acme has %d members; want the event indexed as admin indexes it", n)
 	}

@@ -76,7 +76,7 @@ func TestList_PagesWithLimitAndOffsetAndPrintsATable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"DELIVERY", "STATUS", ids[0], "FAILED", "HTTP 503", "2 deliveries; more with --offset 2"} {
+	for _, want := range []string{"DELIVERY", "STATUS", ids[0], "FAILED", "HTTP 503", "shown: 2; more with --offset 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

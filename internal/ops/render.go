@@ -32,7 +32,7 @@ func writeList(w io.Writer, p Page) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d deliveries", len(p.Rows))
+	fmt.Fprintf(w, "shown: %d", len(p.Rows))
 	if p.NextOffset > 0 {
 		fmt.Fprintf(w, "; more with --offset %d", p.NextOffset)
 	}
@@ -182,7 +182,7 @@ func untilText(t string) string {
 }
 
 func writeEmit(w io.Writer, r *EmitResult) error {
-	fmt.Fprintf(w, "event_id: %s\n", r.EventID)
+	fmt.Fprintf(w, "event_id: %s\ntrace_id: %s\n", r.EventID, r.TraceID)
 	for _, id := range r.DeliveryIDs {
 		fmt.Fprintf(w, "delivery_id: %s\n", id)
 	}

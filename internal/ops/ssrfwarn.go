@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/redis/go-redis/v9"
 
@@ -43,7 +44,8 @@ func SSRFWarning(ctx context.Context, rdb redis.UniversalClient, rawURL string, 
 	if err != nil {
 		return "warning: cannot check the URL against the SSRF policy: " + err.Error()
 	}
-	g := ssrf.New(ssrf.Config{Source: PolicySource(store.New(rdb)), AllowCIDRs: allow, AllowHTTP: cfg.SSRFAllowHTTP})
+	g := ssrf.New(ssrf.Config{Source: PolicySource(store.New(rdb)), AllowCIDRs: allow, AllowHTTP: cfg.SSRFAllowHTTP,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err := g.Refresh(ctx); err != nil {
 		return "warning: the SSRF policy cannot be read, so no delivery goes out until it is fixed: " + err.Error()
 	}
