@@ -143,13 +143,16 @@ func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscri
 	if err != nil {
 		return Location{}, err
 	}
-	switch where, err := t.st.InRedisQueue(ctx, d.DeliveryID, bridges); {
+	switch where, dueMs, err := t.st.InRedisQueue(ctx, d.DeliveryID, bridges); {
 	case err != nil:
 		return Location{}, err
 	case where == store.PendingList:
 		return Location{State: "redis_pending", Detail: "in dispatch:pending, waiting for a bridge to move it into JetStream"}, nil
 	case where == store.RetryZSet:
 		return Location{State: "legacy_retry", Detail: "in the reference service's dispatch:retry ZSET; a bridge promotes it when due"}, nil
+	case where == store.LegacyDeferredZSet:
+		at := proto.FormatInstant(time.UnixMilli(dueMs).UTC())
+		return Location{State: "scheduled", ScheduledFor: at, Detail: "parked in jetrelay:deferred (an engine before JetStream schedules) until " + at}, nil
 	case where != "":
 		return Location{State: "bridge_processing", Detail: "in " + where + ": moved by a bridge, being published to JetStream"}, nil
 	}
@@ -233,10 +236,12 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 // lastAnswer describes the last attempt's outcome.
 func lastAnswer(d *proto.Delivery) string {
 	var parts []string
-	if d.ResponseStatus != nil {
+	// A send that got no answer is recorded with response_status 0.
+	answered := d.ResponseStatus != nil && *d.ResponseStatus > 0
+	if answered {
 		parts = append(parts, fmt.Sprintf("HTTP %d", *d.ResponseStatus))
 	}
-	if d.ErrorMessage != nil && *d.ErrorMessage != "" && (d.ResponseStatus == nil || *d.ErrorMessage != fmt.Sprintf("HTTP %d", *d.ResponseStatus)) {
+	if d.ErrorMessage != nil && *d.ErrorMessage != "" && (!answered || *d.ErrorMessage != fmt.Sprintf("HTTP %d", *d.ResponseStatus)) {
 		parts = append(parts, *d.ErrorMessage)
 	}
 	if d.ResponseTimeMs != nil {

@@ -52,6 +52,9 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 	e.publish(t, e.qc.HeldSubject(paused, held), nil)
 	queued := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
 	e.publish(t, e.qc.Subject, map[string]string{"Nats-Msg-Id": queued})
+	parked := e.delivery(t, sub, proto.DeliveryRetrying, now.Add(-time.Minute))
+	parkedUntil := now.Add(2 * time.Hour).Truncate(time.Millisecond)
+	e.redis.Client.ZAdd(ctx, store.LegacyDeferredZSet, redisZ(parkedUntil, parked))
 	stale := e.delivery(t, sub, proto.DeliveryPending, now.Add(-48*time.Hour))
 	e.publish(t, e.qc.Subject, nil)
 
@@ -63,6 +66,7 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 		{scheduled, "scheduled", "attempts it again at " + proto.FormatInstant(wake)},
 		{held, "held", "subscriptions set-status " + paused + " ACTIVE"},
 		{queued, "jetstream", "the engine attempts it (attempt 1)"},
+		{parked, "scheduled", "attempts it again at " + proto.FormatInstant(parkedUntil)},
 		{stale, "jetstream", "older than MAX_DELIVERY_AGE_MS"},
 	}
 	for _, tc := range cases {

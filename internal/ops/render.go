@@ -131,6 +131,9 @@ func writeStatus(w io.Writer, r *Report) error {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("redis dispatch:pending", fmt.Sprintf("%d (oldest %s)", r.Redis.Pending, orDash(r.Redis.OldestPendingAge)))
 	row("redis dispatch:retry (legacy)", fmt.Sprint(r.Redis.LegacyRetry))
+	if r.Redis.LegacyDeferred > 0 {
+		row("redis jetrelay:deferred (legacy)", fmt.Sprint(r.Redis.LegacyDeferred))
+	}
 	row("quarantined (dispatch:failed)", fmt.Sprint(r.Redis.Quarantined))
 	if q := r.JetStream; q != nil {
 		row("queue depth", fmt.Sprintf("%d (oldest waiting %s)", q.Depth, orDash(q.OldestWaitingAge)))

@@ -37,7 +37,10 @@ type RedisQueue struct {
 	// record's attempted_at), empty when none.
 	OldestPendingAge string `json:"oldest_pending_age,omitempty"`
 	LegacyRetry      int64  `json:"legacy_retry"`
-	Quarantined      int64  `json:"quarantined"`
+	// LegacyDeferred is deliveries parked in jetrelay:deferred by engines
+	// from before JetStream message schedules.
+	LegacyDeferred int64 `json:"legacy_deferred"`
+	Quarantined    int64 `json:"quarantined"`
 }
 
 // StreamQueue is the JetStream side.
@@ -127,7 +130,7 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 	if err != nil {
 		return nil, err
 	}
-	rep.Redis = RedisQueue{Pending: qc.Pending, LegacyRetry: qc.LegacyRetry, Quarantined: qc.Quarantined}
+	rep.Redis = RedisQueue{Pending: qc.Pending, LegacyRetry: qc.LegacyRetry, LegacyDeferred: qc.LegacyDeferred, Quarantined: qc.Quarantined}
 	if qc.OldestPendingID != "" {
 		if rec, err := t.st.Delivery(ctx, qc.OldestPendingID); err == nil && rec.AttemptedAt != nil {
 			rep.Redis.OldestPendingAge = age(now, rec.AttemptedAt.Time)

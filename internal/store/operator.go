@@ -28,6 +28,10 @@ const (
 	bridgeRegistry        = "jetrelay:bridges"
 	bridgeHeartbeatPrefix = "jetrelay:bridge:"
 	bridgeProcessing      = "dispatch:processing:"
+	// LegacyDeferredZSet is where engines before JetStream message
+	// schedules parked put-off deliveries (scored by due epoch millis);
+	// read while an upgrade may leave entries in it.
+	LegacyDeferredZSet = "jetrelay:deferred"
 	// DeliveryTTL is the TTL admin gives a delivery record when it creates
 	// one (events.retention.delivery-ttl-days, 14 days); a requeued
 	// delivery gets it again, as a new one would.
@@ -261,23 +265,26 @@ type QueueCounts struct {
 	LegacyRetry int64
 	// Quarantined is LLEN dispatch:failed.
 	Quarantined int64
+	// LegacyDeferred is ZCARD jetrelay:deferred.
+	LegacyDeferred int64
 }
 
 // QueueCounts reads the Redis queue lengths in one round trip.
 func (s *Store) QueueCounts(ctx context.Context) (QueueCounts, error) {
-	var pending, retry, failed *redis.IntCmd
+	var pending, retry, failed, deferred *redis.IntCmd
 	var oldest *redis.StringCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		pending = p.LLen(ctx, PendingList)
 		oldest = p.LIndex(ctx, PendingList, -1)
 		retry = p.ZCard(ctx, RetryZSet)
 		failed = p.LLen(ctx, FailedList)
+		deferred = p.ZCard(ctx, LegacyDeferredZSet)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return QueueCounts{}, fmt.Errorf("store: read queue lengths: %w", err)
 	}
-	return QueueCounts{Pending: pending.Val(), OldestPendingID: oldest.Val(), LegacyRetry: retry.Val(), Quarantined: failed.Val()}, nil
+	return QueueCounts{Pending: pending.Val(), OldestPendingID: oldest.Val(), LegacyRetry: retry.Val(), Quarantined: failed.Val(), LegacyDeferred: deferred.Val()}, nil
 }
 
 // BridgeInstance is one bridge that registered in jetrelay:bridges.
@@ -319,32 +326,38 @@ func (s *Store) Bridges(ctx context.Context) ([]BridgeInstance, error) {
 	return out, nil
 }
 
-// InRedisQueue says where in Redis's dispatch lists delivery id sits:
-// "dispatch:pending", a bridge's processing list, "dispatch:retry", or ""
-// when it is in none of them.
-func (s *Store) InRedisQueue(ctx context.Context, id string, bridges []BridgeInstance) (string, error) {
+// InRedisQueue says where in Redis's dispatch structures delivery id sits:
+// "dispatch:pending", a bridge's processing list, "dispatch:retry" or
+// "jetrelay:deferred" (with the epoch millis it is due), or "" when it is
+// in none of them.
+func (s *Store) InRedisQueue(ctx context.Context, id string, bridges []BridgeInstance) (where string, dueMs int64, err error) {
 	lists := []string{PendingList}
 	for _, b := range bridges {
 		lists = append(lists, bridgeProcessing+b.ID)
 	}
 	pos := make([]*redis.IntCmd, len(lists))
-	var retry *redis.FloatCmd
+	zsets := []string{RetryZSet, LegacyDeferredZSet}
+	scores := make([]*redis.FloatCmd, len(zsets))
 	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range lists {
 			pos[i] = p.LPos(ctx, l, id, redis.LPosArgs{})
 		}
-		retry = p.ZScore(ctx, RetryZSet, id)
+		for i, z := range zsets {
+			scores[i] = p.ZScore(ctx, z, id)
+		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("store: look for %s in the dispatch lists: %w", strconv.Quote(id), err)
+		return "", 0, fmt.Errorf("store: look for %s in the dispatch lists: %w", strconv.Quote(id), err)
 	}
 	for i, p := range pos {
 		if p.Err() == nil {
-			return lists[i], nil
+			return lists[i], 0, nil
 		}
 	}
-	if retry.Err() == nil {
-		return RetryZSet, nil
+	for i, sc := range scores {
+		if sc.Err() == nil {
+			return zsets[i], int64(sc.Val()), nil
+		}
 	}
-	return "", nil
+	return "", 0, nil
 }
