@@ -139,7 +139,7 @@ func options() []option {
 		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
 		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
