@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -248,7 +247,7 @@ func subscriptionsGet(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	// The record never holds the secret (webhook:secret:{id} does); a
 	// password in the URL is hidden all the same.
-	if shown := redactURL(sub.URL); shown != sub.URL {
+	if shown := ops.RedactURL(sub.URL); shown != sub.URL {
 		if raw, err = sjson.SetBytes(raw, "url", shown); err != nil {
 			return fmt.Errorf("subscriptions get: %w", err)
 		}
@@ -307,7 +306,7 @@ func subscriptionsList(ctx context.Context, args []string, stdout, stderr io.Wri
 			fmt.Fprintf(tw, "%s\t?\tUNREADABLE\t%s\n", ids[i], "record does not parse")
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, redactURL(sub.URL))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, ops.RedactURL(sub.URL))
 	}
 	return tw.Flush()
 }
@@ -335,22 +334,6 @@ func subscriptionsSetStatus(ctx context.Context, args []string, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", pos[0], st)
 	return nil
-}
-
-// redactURL hides a URL's userinfo (a NATS user and password or token): it
-// is shown as ***@.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	if u.User == nil {
-		return raw
-	}
-	u.User = nil
-	shown := u.String()
-	prefix := u.Scheme + "://"
-	return prefix + "***@" + strings.TrimPrefix(shown, prefix)
 }
 
 func splitList(s string) []string {

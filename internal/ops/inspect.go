@@ -272,7 +272,7 @@ func describeErr(err error) string {
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "(unparsable URL)"
+		return "(unparseable URL)"
 	}
 	if u.User == nil {
 		return raw

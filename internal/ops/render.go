@@ -29,17 +29,23 @@ func writeList(w io.Writer, p Page) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.DeliveryID, r.Status, r.Attempts, orDash(r.AttemptedAt),
 			orDash(r.EventType), r.SubscriptionID, orDash(cut(r.ErrorMessage, 60)))
 	}
+	summary := fmt.Sprintf("shown: %d", len(p.Rows))
+	if p.Unreadable > 0 {
+		summary += fmt.Sprintf("; %d indexed deliveries skipped (record expired or unreadable)", p.Unreadable)
+	}
+	return endPage(w, tw, summary, int64(p.NextOffset))
+}
+
+// endPage flushes a page's table and writes its summary line, naming the
+// next page when there is one.
+func endPage(w io.Writer, tw *tabwriter.Writer, summary string, next int64) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "shown: %d", len(p.Rows))
-	if p.NextOffset > 0 {
-		fmt.Fprintf(w, "; more with --offset %d", p.NextOffset)
+	if next > 0 {
+		summary += fmt.Sprintf("; more with --offset %d", next)
 	}
-	if p.Unreadable > 0 {
-		fmt.Fprintf(w, "; %d indexed deliveries skipped (record expired or unreadable)", p.Unreadable)
-	}
-	_, err := fmt.Fprintln(w)
+	_, err := fmt.Fprintln(w, summary)
 	return err
 }
 
@@ -115,15 +121,7 @@ func writeQuarantine(w io.Writer, p *QuarantinePage) error {
 	for _, e := range p.Entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", orDash(e.DeliveryID), orDash(e.QuarantinedAt), orDash(e.Reason), orDash(cut(e.Payload, 60)))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "%d of %d entries", len(p.Entries), p.Total)
-	if p.NextOffset > 0 {
-		fmt.Fprintf(w, "; more with --offset %d", p.NextOffset)
-	}
-	_, err := fmt.Fprintln(w)
-	return err
+	return endPage(w, tw, fmt.Sprintf("%d of %d entries", len(p.Entries), p.Total), p.NextOffset)
 }
 
 func writeStatus(w io.Writer, r *Report) error {
