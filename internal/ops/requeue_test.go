@@ -209,3 +209,32 @@ func TestCommands_RedisDownGivesAClearErrorNamingTheServer(t *testing.T) {
 		}
 	}
 }
+
+func TestRequeue_ConcurrentRunsPushEachDeliveryOnce(t *testing.T) {
+	e := newOpsEnv(t)
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, e.failed(t, sub, time.Now().Add(time.Duration(-i)*time.Second)))
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := e.tool.Requeue(context.Background(), ids, ops.RequeueOptions{})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	pushed, _ := e.redis.Client.LRange(context.Background(), store.PendingList, 0, -1).Result()
+	seen := map[string]int{}
+	for _, id := range pushed {
+		seen[id]++
+	}
+	if len(pushed) != len(ids) || len(seen) != len(ids) {
+		t.Fatalf("8 concurrent requeues of %d deliveries pushed %d ids (%d distinct); want each once", len(ids), len(pushed), len(seen))
+	}
+}
