@@ -262,7 +262,7 @@ const deliveriesHelp = `Usage: jetrelay deliveries <subcommand> [flags]
   inspect  DELIVERY_ID      the record, its event and subscription, attempts, where it is now and what happens next
   requeue  DELIVERY_ID...   or requeue --status FAILED [filters]: back to PENDING, attempts reset, sent again once
 
-Every subcommand takes --json and 'jetrelay run''s connection settings.
+Every subcommand takes --json and the connection settings of 'jetrelay run'.
 Run 'jetrelay deliveries <subcommand> --help' for its flags.
 `
 
@@ -271,7 +271,7 @@ const quarantineHelp = `Usage: jetrelay quarantine <subcommand> [flags]
   list                      entries of dispatch:failed (work items that could not be processed), newest first
   requeue ID... | --all     send quarantined deliveries whose record is readable again back to dispatch:pending
 
-Every subcommand takes --json and 'jetrelay run''s connection settings.
+Every subcommand takes --json and the connection settings of 'jetrelay run'.
 `
 
 const eventsHelp = `Usage: jetrelay events emit --tenant T --type TYPE [--data JSON] [--scope S]

@@ -32,14 +32,13 @@ type Options struct {
 // Tool runs operator commands against one Redis and one dispatch stream.
 // It is safe for concurrent use.
 type Tool struct {
-	st      *store.Store
-	admin   *admin.Writer
-	js      jetstream.JetStream
-	jsWhy   string
-	q       queue.Config
-	maxAge  time.Duration
-	now     func() time.Time
-	replica func() *Replica // the replica this Tool runs in, if any (StatusHandler)
+	st     *store.Store
+	admin  *admin.Writer
+	js     jetstream.JetStream
+	jsWhy  string
+	q      queue.Config
+	maxAge time.Duration
+	now    func() time.Time
 }
 
 // New returns a Tool.
