@@ -52,6 +52,9 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 	e.publish(t, e.qc.HeldSubject(paused, held), nil)
 	queued := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
 	e.publish(t, e.qc.Subject, map[string]string{"Nats-Msg-Id": queued})
+	moving := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	e.redis.Client.SAdd(ctx, "jetrelay:bridges", "bridge-1")
+	e.redis.Client.LPush(ctx, "dispatch:processing:bridge-1", moving)
 	parked := e.delivery(t, sub, proto.DeliveryRetrying, now.Add(-time.Minute))
 	parkedUntil := now.Add(2 * time.Hour).Truncate(time.Millisecond)
 	e.redis.Client.ZAdd(ctx, store.LegacyDeferredZSet, redisZ(parkedUntil, parked))
@@ -63,6 +66,7 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 	}{
 		{failed, "done", "jetrelay deliveries requeue " + failed},
 		{inRedis, "redis_pending", "a bridge moves it into JetStream"},
+		{moving, "bridge_processing", "a bridge moves it into JetStream"},
 		{scheduled, "scheduled", "attempts it again at " + proto.FormatInstant(wake)},
 		{held, "held", "subscriptions set-status " + paused + " ACTIVE"},
 		{queued, "jetstream", "the engine attempts it (attempt 1)"},
