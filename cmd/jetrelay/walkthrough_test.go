@@ -72,6 +72,8 @@ func TestReadme_FirstRealDeliveryWalkthroughWorksAsWritten(t *testing.T) {
 		"status", "SUCCESS",
 		"done: the delivery is SUCCESS",
 		"alive",
+		// status read run's own part from GET /status on its management port
+		"role all; breakers 1 closed",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("walk-through output lacks %q:\n%s", want, out)
