@@ -138,7 +138,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// The receiver continues each delivery's trace as a real one would with
 	// otelhttp, so `demo:traced` shows its span as the child of the send.
 	httpSrv.Handler = otelhttp.NewHandler(recv, "receive webhook",
-		otelhttp.WithTracerProvider(s.tracing.Provider()), otelhttp.WithPropagators(propagation.TraceContext{}))
+		otelhttp.WithTracerProvider(s.tracing.Provider()), otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string { return op + " " + r.URL.Path }))
 	go func() { _ = httpSrv.Serve(ln) }()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
