@@ -152,7 +152,7 @@ func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscri
 		return Location{State: "legacy_retry", Detail: "in the reference service's dispatch:retry ZSET; a bridge promotes it when due"}, nil
 	case where == store.LegacyDeferredZSet:
 		at := proto.FormatInstant(time.UnixMilli(dueMs).UTC())
-		return Location{State: "scheduled", ScheduledFor: at, Detail: "parked in jetrelay:deferred (an engine before JetStream schedules) until " + at}, nil
+		return Location{State: "scheduled", ScheduledFor: at, Detail: "parked in jetrelay:deferred by a jetrelay before JetStream schedules, due " + at + "; a bridge moves it into dispatch:pending when it starts"}, nil
 	case where != "":
 		return Location{State: "bridge_processing", Detail: "in " + where + ": moved by a bridge, being published to JetStream"}, nil
 	}

@@ -28,10 +28,6 @@ const (
 	bridgeRegistry        = "jetrelay:bridges"
 	bridgeHeartbeatPrefix = "jetrelay:bridge:"
 	bridgeProcessing      = "dispatch:processing:"
-	// LegacyDeferredZSet is where engines before JetStream message
-	// schedules parked put-off deliveries (scored by due epoch millis);
-	// read while an upgrade may leave entries in it.
-	LegacyDeferredZSet = "jetrelay:deferred"
 	// DeliveryTTL is the TTL admin gives a delivery record when it creates
 	// one (events.retention.delivery-ttl-days, 14 days); a requeued
 	// delivery gets it again, as a new one would.
