@@ -102,3 +102,75 @@ func TestStatus_ShowsEachReplicasOpenBreakersAndSaysWhichReplicasAreUnreachable(
 		t.Fatalf("/status: %+v %v", served, err)
 	}
 }
+
+func TestInspectAndStatus_FollowARetryTheEngineScheduled(t *testing.T) {
+	e := newOpsEnv(t)
+	recv := receiver.New()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	id, _, err := e.admin.CreateSubscription(ctx, admin.Subscription{
+		TenantID: "acme", URL: srv.URL + "/flaky", EventTypes: []string{"budget.exhausted"}, CreatedAt: time.Now().Add(-time.Hour),
+		// A first retry a minute out: long enough to be seen waiting.
+		RetryPolicy: &proto.RetryPolicy{InitialDelayMs: ptr(int64(60000))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv.Handle("/flaky", "", receiver.Always(503))
+	e.redis.Client.Del(ctx, store.SecretKey(id))
+	e.runPipeline(t)
+	_, ids, err := e.admin.Emit(ctx, admin.Event{EventType: "budget.exhausted", TenantID: "acme"}, admin.TraceSnapshot{})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("emit: %v %v", ids, err)
+	}
+	var in *ops.Inspection
+	eventually(t, time.Minute, "the retry to be scheduled", func() bool {
+		in, err = e.tool.Inspect(ctx, ids[0], nil)
+		return err == nil && in.Where.State == "scheduled"
+	})
+	at, err := proto.ParseInstant(in.Where.ScheduledFor)
+	if err != nil || time.Until(at) < 30*time.Second || time.Until(at) > 2*time.Minute {
+		t.Fatalf("scheduled for %q (%v); want about a minute from now", in.Where.ScheduledFor, err)
+	}
+	if in.LastAnswer == "" || !strings.Contains(in.Next, "attempts it again at") {
+		t.Fatalf("last answer %q, next %q", in.LastAnswer, in.Next)
+	}
+	rep, err := e.tool.Status(ctx, nil)
+	if err != nil || rep.JetStream == nil || rep.JetStream.Scheduled != 1 {
+		t.Fatalf("status: %+v %v", rep, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestInspectAndStatus_ShowADeliveryTheEngineHeldForAPausedSubscription(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	sub := e.subscription(t, "acme", "https://hooks.example.com/paused")
+	if err := e.admin.SetStatus(ctx, sub, proto.SubscriptionPaused); err != nil {
+		t.Fatal(err)
+	}
+	e.runPipeline(t)
+	ev, err := e.admin.SaveEvent(ctx, admin.Event{EventType: "budget.exhausted", TenantID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cycles-server's runtime enqueues without looking at the status.
+	id, err := e.admin.EnqueueRuntimeStyle(ctx, admin.Delivery{SubscriptionID: sub, EventID: ev, EventType: "budget.exhausted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in *ops.Inspection
+	eventually(t, time.Minute, "the delivery to be held", func() bool {
+		in, err = e.tool.Inspect(ctx, id, nil)
+		return err == nil && in.Where.State == "held"
+	})
+	if !strings.Contains(in.Where.Detail, "PAUSED") || !strings.Contains(in.Next, "set-status "+sub+" ACTIVE") {
+		t.Fatalf("held without why or what to do: %+v next %q", in.Where, in.Next)
+	}
+	rep, err := e.tool.Status(ctx, nil)
+	if err != nil || rep.JetStream == nil || rep.JetStream.HeldBySubscription[sub] != 1 {
+		t.Fatalf("status: %+v %v", rep.JetStream, err)
+	}
+}
