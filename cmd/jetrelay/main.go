@@ -37,6 +37,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
 	case "deliveries", "quarantine", "status", "events":
 		err = cmdOps(ctx, args, stdout, stderr)
+	case "inbox":
+		err = cmdInbox(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -69,6 +71,7 @@ Commands:
   quarantine     list|requeue entries of dispatch:failed
   status         queue depth, in flight, scheduled, held, bridges, breakers and limits per replica
   events         emit an event and its deliveries as admin does (try a real delivery in one command)
+  inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.
