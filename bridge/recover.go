@@ -38,7 +38,7 @@ func (b *Bridge) drain(ctx context.Context) error {
 // the whole keyspace (every event and delivery record) on each pass.
 func (b *Bridge) adoptOrphans(ctx context.Context) (int, error) {
 	total := 0
-	ids, err := b.store.Bridges(ctx)
+	ids, err := b.store.BridgeIDs(ctx)
 	if err != nil {
 		return 0, err
 	}

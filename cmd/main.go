@@ -53,6 +53,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = bench.Run(ctx, args[1:], stdout, stderr, version)
 	case "subscriptions":
 		err = subscriptions.Run(ctx, args[1:], stdout, stderr)
+	case "deliveries", "quarantine", "status", "events":
+		err = cmdOps(ctx, args, stdout, stderr)
 	case "inbox":
 		err = cmdInbox(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -83,6 +85,10 @@ Commands:
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
+  deliveries     list|inspect|requeue deliveries: what happened to an event, where it is now, send it again
+  quarantine     list|requeue entries of dispatch:failed
+  status         queue depth, in flight, scheduled, held, bridges, breakers and limits per replica
+  events         emit an event and its deliveries as admin does (try a real delivery in one command)
   inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 

@@ -15,5 +15,5 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return app.Serve(ctx, cfg, app.NewLogger(cfg.LogFormat, cfg.LogLevel, stderr), version)
+	return app.Serve(ctx, cfg, app.NewLogger(cfg.LogFormat, cfg.LogLevel, stderr), version, statusRoutes(cfg))
 }

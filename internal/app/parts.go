@@ -3,9 +3,11 @@ package app
 import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/transport"
 )
 
@@ -42,3 +44,10 @@ func (s *Stack) Webhook() transport.Transport {
 	t, _ := s.registry.Lookup("https://receiver.invalid/")
 	return t
 }
+
+// Queue is the dispatch stream, subject and consumer the stack works on.
+func (s *Stack) Queue() queue.Config { return s.queue }
+
+// TracerProvider makes the stack's spans (a no-op provider when tracing is
+// off), so a demo receiver's spans join the same traces.
+func (s *Stack) TracerProvider() trace.TracerProvider { return s.tracing.Provider() }

@@ -47,6 +47,7 @@ type Stack struct {
 	guard     *ssrf.Guard         // nil unless this process runs the engine
 	ssrfEvery time.Duration       // how often the guard re-reads its policy
 	retention *retention.Config   // nil unless this process runs the bridge
+	queue     queue.Config        // the dispatch stream, subject and consumer
 	metrics   *metrics.Metrics    // served on /metrics
 	tracing   *telemetry.Tracing  // OTLP spans, a no-op without OTEL_EXPORTER_OTLP_*ENDPOINT
 }
@@ -114,6 +115,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer,
 		Replicas: cfg.StreamReplicas, AckWait: cfg.AckWait, MaxAckPending: cfg.MaxAckPending,
 	}.WithDefaults()
+	s.queue = qc
 	if err := retryUntil(ctx, log, "create JetStream stream", func() error {
 		_, err := queue.EnsureStream(ctx, s.js, qc)
 		return err

@@ -133,7 +133,7 @@ func options() []option {
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
 		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
@@ -158,11 +158,30 @@ func driverOptions() []option {
 // flags in args. It returns flag.ErrHelp when args ask for help (after
 // printing usage to out).
 func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{settings: make(map[string]string), getenv: getenv}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	opts := options()
-	for _, o := range opts {
+	loaded, err := Bind(fs, getenv)
+	if err != nil {
+		return nil, err
+	}
+	fs.Usage = func() { Usage(out, name) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	return loaded()
+}
+
+// Bind registers every setting as a flag on fs, with its value from the
+// environment (getenv) or its default already applied, so that other
+// commands (the operator tools) read exactly the settings `run` reads next
+// to flags of their own. After fs.Parse, loaded validates and returns the
+// Config.
+func Bind(fs *flag.FlagSet, getenv func(string) string) (loaded func() (*Config, error), err error) {
+	c := &Config{settings: make(map[string]string), getenv: getenv}
+	for _, o := range options() {
 		v := o.def
 		if e := getenv(o.env); e != "" {
 			v = e
@@ -179,17 +198,12 @@ func Load(name string, args []string, getenv func(string) string, out io.Writer)
 			return nil
 		})
 	}
-	fs.Usage = func() { Usage(out, name) }
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
-	}
-	if err := c.validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return func() (*Config, error) {
+		if err := c.validate(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}, nil
 }
 
 // Usage prints every setting with its flag, environment name and default.

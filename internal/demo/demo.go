@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/app"
@@ -81,8 +83,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: recv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = httpSrv.Serve(ln) }()
+	httpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
 	defer httpSrv.Close()
 	deadAddr, err := receiver.ClosedAddr()
 	if err != nil {
@@ -137,6 +138,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		return err
 	}
 	defer s.Close()
+	// The receiver continues each delivery's trace as a real one would with
+	// otelhttp, so `demo:traced` shows its span as the child of the send.
+	httpSrv.Handler = otelhttp.NewHandler(recv, "receive webhook",
+		otelhttp.WithTracerProvider(s.TracerProvider()), otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string { return op + " " + r.URL.Path }))
+	go func() { _ = httpSrv.Serve(ln) }()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan error, 1)

@@ -122,8 +122,8 @@ func (s *Store) StopBeating(ctx context.Context, instanceID string) error {
 	return s.rdb.Del(ctx, HeartbeatKey(instanceID)).Err()
 }
 
-// Bridges returns the instance ids in BridgesSet.
-func (s *Store) Bridges(ctx context.Context) ([]string, error) {
+// BridgeIDs returns the instance ids in BridgesSet.
+func (s *Store) BridgeIDs(ctx context.Context) ([]string, error) {
 	ids, err := s.rdb.SMembers(ctx, BridgesSet).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", BridgesSet, err)
