@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/jetrelay/jetrelay/internal/config"
-	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -24,7 +23,7 @@ func newGuard(ctx context.Context, cfg *config.Config, st *store.Store, log *slo
 		return nil, err
 	}
 	g := ssrf.New(ssrf.Config{
-		Source:     ops.PolicySource(st),
+		Source:     ssrf.StoreSource(st),
 		AllowCIDRs: allow,
 		AllowHTTP:  cfg.SSRFAllowHTTP,
 		Logger:     log,
