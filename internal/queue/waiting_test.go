@@ -127,3 +127,37 @@ func TestCountWaiting_CountsWakeUpsAndHeldDeliveriesWithoutListingThem(t *testin
 		t.Errorf("after cancelling d1's wake-up CountWaiting = %+v, %v; want 2 scheduled", w, err)
 	}
 }
+
+func TestScheduleMsg_FiredItemKeepsItsWaitsCountAndAnUnreadableCountIsZero(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := queue.Config{}
+	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for id, waits := range map[string]string{"counted": "7", "garbled": "seven"} {
+		m := queue.NewScheduleMsg(cfg, id, now.Add(300*time.Millisecond))
+		m.Header.Set(queue.WaitsHeader, waits)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for m := range batch.Messages() {
+		got[string(m.Data())] = queue.Waits(m)
+		_ = m.Ack()
+	}
+	if len(got) != 2 || got["counted"] != 7 || got["garbled"] != 0 {
+		t.Errorf("fired items' waits = %v; want counted 7 (kept by the server) and garbled 0", got)
+	}
+}
