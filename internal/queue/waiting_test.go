@@ -14,18 +14,26 @@ import (
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
-func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *testing.T) {
+// workQueue starts a JetStream server with the default dispatch stream and
+// its work consumer; the context ends with the test.
+func workQueue(t *testing.T) (context.Context, jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
 	_, _, js := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := queue.Config{}
-	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+	t.Cleanup(cancel)
+	if _, err := queue.EnsureStream(ctx, js, queue.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	cons, err := queue.EnsureConsumer(ctx, js, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, js, cons
+}
+
+func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *testing.T) {
+	ctx, js, cons := workQueue(t)
+	cfg := queue.Config{}
 	// The meters that count waiting work exist (metrics are scraped): they
 	// must not keep a fired wake-up alive.
 	if _, err := queue.CountWaiting(ctx, js, cfg); err != nil {
@@ -129,17 +137,8 @@ func TestCountWaiting_CountsWakeUpsAndHeldDeliveriesWithoutListingThem(t *testin
 }
 
 func TestScheduleMsg_FiredItemKeepsItsWaitsCountAndAnUnreadableCountIsZero(t *testing.T) {
-	_, _, js := testenv.NATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, js, cons := workQueue(t)
 	cfg := queue.Config{}
-	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := queue.EnsureConsumer(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	for id, waits := range map[string]string{"counted": "7", "garbled": "seven"} {
 		m := queue.NewScheduleMsg(cfg, id, now.Add(300*time.Millisecond))
