@@ -65,6 +65,7 @@ type Config struct {
 	MaxInFlight       int
 	ParkAfter         time.Duration
 	InactivePolicy    string
+	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
 	ConnectTimeout    time.Duration
 	RequestTimeout    time.Duration
@@ -127,8 +128,9 @@ func options() []option {
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
 		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "concurrent sends to one subscription per replica (0: a quarter of the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
-		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every breaker or busy-subscription wait) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every other wait: breaker, busy subscription, Redis outage, a secret not stored yet) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
+		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
 		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
@@ -235,6 +237,9 @@ func (c *Config) validate() error {
 	}
 	if c.ParkAfter <= 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_PARK_AFTER (--park-after) must be positive, got %s", c.ParkAfter))
+	}
+	if c.InactiveRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_INACTIVE_RECHECK (--inactive-recheck) must be positive, got %s", c.InactiveRecheck))
 	}
 	switch c.InactivePolicy {
 	case "defer", "fail":
