@@ -226,7 +226,7 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 		TraceID:        traceID,
 		Traceparent:    traceparent,
 		RequestID:      ev.RequestID,
-		Headers:        sub.Headers,
+		Headers:        e.customHeaders(log, lab, sub.Headers),
 		DeliveryID:     d.DeliveryID,
 		SubscriptionID: d.SubscriptionID,
 		Attempt:        attempt,
