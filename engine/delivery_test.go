@@ -101,9 +101,33 @@ func TestDelivery_AdminEmitIsDeliveredEndToEnd(t *testing.T) {
 	}
 }
 
-func TestDelivery_WithoutSecretIsSentUnsigned(t *testing.T) {
+func TestDelivery_WithoutSecretIsRefusedInsteadOfSentUnsigned(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	missing, _, ep := e.subscribe(t, "/missing", receiver.Healthy(), nil)
+	e.redis.Client.Del(ctx, store.SecretKey(missing))
+	blank, _, blankEP := e.subscribe(t, "/blank", receiver.Healthy(), nil)
+	// An admin PATCH stores any non-null secret, even a blank one.
+	e.redis.Client.Set(ctx, store.SecretKey(blank), " \t", 0)
+	for _, sub := range []string{missing, blank} {
+		rec := e.final(t, e.deliver(t, sub, e.event(), nil))
+		if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || *rec.ErrorMessage != "Webhook signing secret is missing; refusing unsigned delivery" ||
+			rec.Attempts != 0 || rec.ResponseStatus != nil {
+			t.Errorf("record = %s; want FAILED without an attempt, refusing the unsigned send", rec.Raw)
+		}
+		if s := e.subscription(t, sub); s.ConsecutiveFailures != 0 {
+			t.Errorf("a refused send counted toward auto-disable: consecutive_failures=%d", s.ConsecutiveFailures)
+		}
+	}
+	if n := ep.Stats().Requests + blankEP.Stats().Requests; n != 0 {
+		t.Errorf("receivers got %d requests; nothing may be sent unsigned", n)
+	}
+}
+
+func TestDelivery_WithoutSecretIsSentUnsignedWhenAllowed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{engine: func(c *engine.Config) { c.AllowUnsigned = true }})
 	sub, _, _ := e.subscribe(t, "/signed", receiver.Healthy(), nil)
 	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	ep := e.recv.Handle("/signed", "", receiver.Healthy())

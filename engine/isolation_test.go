@@ -11,7 +11,6 @@ import (
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/receiver"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -34,7 +33,6 @@ func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *t
 		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second}
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/flapping", nil, func(s *admin.Subscription) { s.RetryPolicy = fastPolicy(10) })
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	id := e.deliver(t, sub, e.event(), nil)
 
 	waitFor(t, 10*time.Second, "three failed attempts to open the breaker", func() bool {
@@ -80,7 +78,6 @@ func TestIsolation_BlackHoleHoldsAtMostItsInFlightLimitWhileOthersFlow(t *testin
 	}})
 	defer close(release)
 	holeSub, _, _ := e.subscribe(t, "/custom/blackhole", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(holeSub))
 	okSub, _, ep := e.subscribe(t, "/healthy", receiver.Healthy(), nil)
 
 	for range 200 {
@@ -122,7 +119,6 @@ func TestScaleOut_ASendSlowerThanAckWaitIsKeptAliveAndNotSentTwice(t *testing.T)
 	e := newEnv(t, envOptions{handler: slow, ackWait: time.Second, timeout: 10 * time.Second,
 		engine: func(c *engine.Config) { c.AttemptTimeout = 10 * time.Second }})
 	sub, _, _ := e.subscribe(t, "/custom/slow", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
 		t.Fatalf("record = %s", rec.Raw)

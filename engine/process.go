@@ -22,6 +22,10 @@ import (
 // secret is assumed to be waiting for it rather than to have none.
 const secretGrace = 30 * time.Second
 
+// msgMissingSecret is upstream 0.1.25.24's error_message for a delivery
+// refused for want of a signing secret.
+const msgMissingSecret = "Webhook signing secret is missing; refusing unsigned delivery"
+
 // settlement is what happens to a work item once its outcome is recorded.
 type settlement struct {
 	kind  settleKind
@@ -200,6 +204,11 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		// a delivery in between must wait for the secret, not go unsigned.
 		log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
+	}
+	if !proto.SecretUsable(secret) && !e.cfg.AllowUnsigned {
+		// Never unsigned (upstream 0.1.25.24): a receiver that verifies
+		// would reject the request, one that does not would trust a forgery.
+		return e.fail(ctx, log, md, rec, lab, msgMissingSecret, "missing_signing_secret")
 	}
 	return e.attempt(ctx, log, md, rec, b, secret, adm, lab)
 }

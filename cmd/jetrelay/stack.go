@@ -178,6 +178,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
+			AllowUnsigned: cfg.AllowUnsigned,
 		})
 		if err != nil {
 			return nil, err

@@ -52,6 +52,7 @@ type Config struct {
 	MaxAckPending  int
 
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
+	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
@@ -118,6 +119,7 @@ func options() []option {
 		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
