@@ -122,9 +122,7 @@ func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus) s
 
 // write records an outcome on a context that survives shutdown, bounded.
 func (e *Engine) write(ctx context.Context, rec *store.DeliveryRecord, subRaw []byte, fn store.OutcomeFunc) (bool, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	return e.store.RecordOutcome(wctx, rec, subRaw, fn)
+	return e.writeAndSave(ctx, rec, subRaw, nil, fn)
 }
 
 // recordSuccess marks the delivery SUCCESS, clears its retry fields and, in
@@ -179,7 +177,8 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 	log = log.With("reason", o.reason(), "status_code", o.res.StatusCode)
 	if o.permanent() || policy.Exhausted(o.attempt) {
 		var disabled *proto.Subscription
-		wrote, err := e.write(ctx, rec, subRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+		failedEvent := e.deliveryFailedEvent(rec.Delivery, sub, ev, o, now)
+		wrote, err := e.writeAndSave(ctx, rec, subRaw, failedEvent, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
 			disabled = nil
 			if o.superseded(cur) {
 				return nil, nil, nil

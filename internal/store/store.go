@@ -101,6 +101,8 @@ type Store struct {
 	cas       *redis.Script
 	casPair   *redis.Script
 	saveEvent *redis.Script
+	// casPairEvent is casPair that also saves an event (outcome_event.go).
+	casPairEvent *redis.Script
 
 	forgetDeferred *redis.Script
 
@@ -133,6 +135,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 
 		forgetDeferred: redis.NewScript(forgetDeferredLua),
 		saveEvent:      redis.NewScript(saveEventLua),
+		casPairEvent:   redis.NewScript(casPairEventLua),
 
 		subs: newSubCache(),
 	}
