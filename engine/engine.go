@@ -26,20 +26,20 @@ type Config struct {
 	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
 	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
 	SecretKey      *proto.SecretKey // decrypts enc: secrets; nil means none configured
-	// AllowUnsigned sends a delivery whose subscription has no (or a
-	// blank) signing secret unsigned, as upstream did before 0.1.25.24;
-	// false (the default) fails it without a send, as 0.1.25.24 does.
-	AllowUnsigned  bool
-	DrainTimeout   time.Duration // how long in-flight work may finish on shutdown, default 25s
-	AttemptTimeout time.Duration // upper bound of one send, default 45s (transports have their own, shorter, timeouts)
-	InfraRetryMin  time.Duration // first delay after an infrastructure error, default 1s
-	InfraRetryMax  time.Duration // cap of that delay, default 30s
-	MaxRetryAfter  time.Duration // cap on a receiver's Retry-After, default 1h
-	SuccessFlush   time.Duration // coalescing period of subscription success bookkeeping, default 1s
+	DrainTimeout   time.Duration    // how long in-flight work may finish on shutdown, default 25s
+	AttemptTimeout time.Duration    // upper bound of one send, default 45s (transports have their own, shorter, timeouts)
+	InfraRetryMin  time.Duration    // first delay after an infrastructure error, default 1s
+	InfraRetryMax  time.Duration    // cap of that delay, default 30s
+	MaxRetryAfter  time.Duration    // cap on a receiver's Retry-After, default 1h
+	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
 	Logger         *slog.Logger
 	Observer       Observer // told of every decision (metrics); nil: nobody
 	// TracerProvider makes the spans of attempts and sends; nil: no spans.
 	TracerProvider trace.TracerProvider
+	// AllowUnsigned sends a delivery whose subscription has no (or a
+	// blank) signing secret unsigned, as upstream did before 0.1.25.24;
+	// false (the default) fails it without a send, as 0.1.25.24 does.
+	AllowUnsigned bool
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
