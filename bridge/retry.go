@@ -23,9 +23,6 @@ for _, id in ipairs(ready) do
 end
 return moved`
 
-// promoteLimit is the reference service's batch size for promotion.
-const promoteLimit = 100
-
 // promoteLoop promotes due ids from the legacy dispatch:retry ZSET every
 // RetryPoll. jetrelay itself never writes that ZSET (retries are
 // NakWithDelay); this drains what the reference service left at switch-over.
@@ -54,12 +51,12 @@ func (b *Bridge) promoteLoop(ctx context.Context) {
 // promoteDue promotes every due id, a batch at a time.
 func (b *Bridge) promoteDue(ctx context.Context) error {
 	for {
-		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{store.RetryZSet, store.PendingList}, time.Now().UnixMilli(), promoteLimit).StringSlice()
+		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{store.RetryZSet, store.PendingList}, time.Now().UnixMilli(), b.cfg.RetryBatchSize).StringSlice()
 		if err != nil {
 			return err
 		}
 		b.promoted.Add(uint64(len(moved)))
-		if len(moved) < promoteLimit {
+		if len(moved) < b.cfg.RetryBatchSize {
 			return nil
 		}
 	}

@@ -123,6 +123,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
 		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")}
+		bc.AdoptLegacyProcessing, bc.LegacyProcessingIdle, bc.RetryBatchSize = cfg.AdoptReferenceProcessing, cfg.ProcessingRecoveryIdle, cfg.RetryBatchSize
 		if s.tracing.Enabled() {
 			// Only then: the bridge reads each batch's trace ids from Redis.
 			bc.TracerProvider = s.tracing.Provider()

@@ -73,6 +73,11 @@ type Config struct {
 
 	BridgeID string
 
+	// Switch-over from the reference service (docs/migration.md).
+	AdoptReferenceProcessing bool          // JETRELAY_ADOPT_REFERENCE_PROCESSING
+	ProcessingRecoveryIdle   time.Duration // DISPATCH_PROCESSING_RECOVERY_IDLE_MS
+	RetryBatchSize           int           // RETRY_BATCH_SIZE
+
 	ManagementPort int
 	ManagementHost string
 
@@ -141,6 +146,9 @@ func options() []option {
 		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
 		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
+		{"JETRELAY_ADOPT_REFERENCE_PROCESSING", "adopt-reference-processing", "true", "adopt the reference service's dispatch:processing entries whose claim is idle for DISPATCH_PROCESSING_RECOVERY_IDLE_MS (switch-over; safe beside live reference replicas)", setBool(func(c *Config) *bool { return &c.AdoptReferenceProcessing })},
+		{"DISPATCH_PROCESSING_RECOVERY_IDLE_MS", "dispatch-processing-recovery-idle-ms", "120000", "how long a dispatch:processing claim of the reference service must be idle before jetrelay adopts it (the reference's own setting)", setMillis(func(c *Config) *time.Duration { return &c.ProcessingRecoveryIdle })},
+		{"RETRY_BATCH_SIZE", "retry-batch-size", "100", "due ids moved per promotion from the reference's dispatch:retry ZSET (the reference's own setting)", setInt(func(c *Config) *int { return &c.RetryBatchSize })},
 		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
@@ -240,6 +248,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxAckPending < c.Workers {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
+	}
+	if c.ProcessingRecoveryIdle <= 0 {
+		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
+	}
+	if c.RetryBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("RETRY_BATCH_SIZE (--retry-batch-size) must be at least 1, got %d", c.RetryBatchSize))
 	}
 	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
 		errs = append(errs, fmt.Errorf("MANAGEMENT_PORT (--management-port) must be 0..65535, got %d", c.ManagementPort))
