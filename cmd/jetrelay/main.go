@@ -35,6 +35,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "subscriptions":
 		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
+	case "handback":
+		err = cmdHandback(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -63,6 +65,7 @@ Commands:
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
+  handback  rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.

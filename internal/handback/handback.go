@@ -15,6 +15,7 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // legacyDeferredZSet is where jetrelay releases before message schedules
@@ -32,11 +33,14 @@ var ErrRunning = errors.New("handback: jetrelay is still running; stop every jet
 // handBackLua writes one id where the reference reads it, unless a reference
 // key already holds it (a run interrupted after its Redis write):
 // dispatch:pending (LPUSH, as admin enqueues) when ARGV[2] is empty,
-// dispatch:retry scored ARGV[2] otherwise. LPOS needs Redis 6.0.6.
+// dispatch:retry scored ARGV[2] otherwise. With a third key (the legacy
+// jetrelay:deferred ZSET) it also removes the id from there, in the same
+// step. LPOS needs Redis 6.0.6.
 //
-//	KEYS = [dispatch:pending, dispatch:retry]  ARGV = [id, due ms or ""]
+//	KEYS = [dispatch:pending, dispatch:retry, (jetrelay:deferred)]  ARGV = [id, due ms or ""]
 //	returns 1 written, 0 already there
 const handBackLua = `
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[1]) end
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
 if redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
 if ARGV[2] == '' then
@@ -55,18 +59,6 @@ local id = redis.call('RPOP', KEYS[1])
 if not id then return -1 end
 if redis.call('ZSCORE', KEYS[3], id) or redis.call('LPOS', KEYS[2], id) then return 0 end
 redis.call('LPUSH', KEYS[2], id)
-return 1`
-
-// moveDeferredLua hands back one parked id with its due time and removes it
-// from the legacy ZSET in one step. KEYS = [jetrelay:deferred,
-// dispatch:pending, dispatch:retry] ARGV = [id]; returns 1 written, 0
-// already in a reference key, -1 gone meanwhile.
-const moveDeferredLua = `
-local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not due then return -1 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('ZSCORE', KEYS[3], ARGV[1]) or redis.call('LPOS', KEYS[2], ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[3], due, ARGV[1])
 return 1`
 
 // Report says what a hand-back did.
@@ -88,7 +80,8 @@ type Config struct {
 // naming what runs) without changing anything while a bridge heartbeat is
 // alive or an engine is pulling from the dispatch consumer.
 func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (Report, error) {
-	h := &handback{rdb: rdb, js: js, qc: cfg.Queue.WithDefaults(), log: cfg.Logger}
+	h := &handback{rdb: rdb, js: js, qc: cfg.Queue.WithDefaults(), log: cfg.Logger,
+		store: store.New(rdb), script: redis.NewScript(handBackLua)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -105,11 +98,13 @@ func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream,
 }
 
 type handback struct {
-	rdb redis.UniversalClient
-	js  jetstream.JetStream
-	qc  queue.Config
-	log *slog.Logger
-	rep Report
+	store  *store.Store
+	script *redis.Script // handBackLua
+	rdb    redis.UniversalClient
+	js     jetstream.JetStream
+	qc     queue.Config
+	log    *slog.Logger
+	rep    Report
 }
 
 // checkStopped refuses while a bridge's heartbeat is alive or the engine
@@ -178,27 +173,53 @@ func (h *handback) processingLists(ctx context.Context) error {
 	return nil
 }
 
-// deferred hands back the legacy jetrelay:deferred ZSET with its due times.
+// deferred hands back the legacy jetrelay:deferred ZSET: a retry keeps the
+// time it is due, anything else parked there (put off for a breaker, a busy
+// or paused subscription) is due now.
 func (h *handback) deferred(ctx context.Context) error {
-	script := redis.NewScript(moveDeferredLua)
 	for {
-		ids, err := h.rdb.ZRange(ctx, legacyDeferredZSet, 0, 255).Result()
+		zs, err := h.rdb.ZRangeWithScores(ctx, legacyDeferredZSet, 0, 255).Result()
 		if err != nil {
 			return fmt.Errorf("handback: read %s: %w", legacyDeferredZSet, err)
 		}
-		if len(ids) == 0 {
+		if len(zs) == 0 {
 			return nil
 		}
-		for _, id := range ids {
-			n, err := script.Run(ctx, h.rdb, []string{legacyDeferredZSet, store.PendingList, store.RetryZSet}, id).Int()
-			if err != nil {
-				return fmt.Errorf("handback: hand back %s from %s: %w", id, legacyDeferredZSet, err)
-			}
-			if n >= 0 {
-				h.count(n, true)
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			due := time.UnixMilli(int64(z.Score))
+			if err := h.handBack(ctx, id, due, legacyDeferredZSet); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// handBack writes id to dispatch:pending, or to dispatch:retry when its
+// record says it is RETRYING and due is set: only a retry has a time the
+// reference must wait for. from, when set, is a ZSET to remove id from in
+// the same step.
+func (h *handback) handBack(ctx context.Context, id string, due time.Time, from string) error {
+	dueArg := ""
+	if !due.IsZero() {
+		rec, err := h.store.Delivery(ctx, id)
+		switch {
+		case err == nil && rec.Status == proto.DeliveryRetrying:
+			dueArg = strconv.FormatInt(due.UnixMilli(), 10)
+		case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt):
+			return fmt.Errorf("handback: read %s: %w", id, err)
+		}
+	}
+	keys := []string{store.PendingList, store.RetryZSet}
+	if from != "" {
+		keys = append(keys, from)
+	}
+	n, err := h.script.Run(ctx, h.rdb, keys, id, dueArg).Int()
+	if err != nil {
+		return fmt.Errorf("handback: hand back %s: %w", id, err)
+	}
+	h.count(n, dueArg != "")
+	return nil
 }
 
 // stream hands back every work item in the dispatch stream, oldest first:
@@ -215,7 +236,6 @@ func (h *handback) stream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("handback: read stream %s: %w", h.qc.Stream, err)
 	}
-	script := redis.NewScript(handBackLua)
 	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -230,15 +250,9 @@ func (h *handback) stream(ctx context.Context) error {
 			h.log.Warn("message left in the stream: not a work item", "seq", seq, "subject", m.Subject)
 			continue
 		}
-		dueArg := ""
-		if !due.IsZero() {
-			dueArg = strconv.FormatInt(due.UnixMilli(), 10)
+		if err := h.handBack(ctx, id, due, ""); err != nil {
+			return err
 		}
-		n, err := script.Run(ctx, h.rdb, []string{store.PendingList, store.RetryZSet}, id, dueArg).Int()
-		if err != nil {
-			return fmt.Errorf("handback: hand back %s: %w", id, err)
-		}
-		h.count(n, dueArg != "")
 		// Only now: the id is in Redis, so removing it loses nothing.
 		if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("handback: remove message %d (%s, already handed back): %w", seq, id, err)

@@ -96,6 +96,15 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	sched.Header.Set("Nats-Schedule", "@at "+due.Format(time.RFC3339Nano))
 	sched.Header.Set("Nats-Schedule-Target", w.qc.Subject)
 	w.publish(t, sched)
+	// A put-off (open breaker) of a delivery not yet tried: due now for the reference.
+	putOff := nats.NewMsg(w.qc.ScheduleSubject("del_putoff00000001"))
+	putOff.Data = []byte("del_putoff00000001")
+	putOff.Header.Set("Nats-Schedule", "@at "+due.Format(time.RFC3339Nano))
+	putOff.Header.Set("Nats-Schedule-Target", w.qc.Subject)
+	w.publish(t, putOff)
+	for _, id := range []string{"del_retrying000001", "del_parked00000001"} {
+		w.rdb.Set(ctx, store.DeliveryKey(id), `{"delivery_id":"`+id+`","subscription_id":"whsub_1","event_id":"evt_1","status":"RETRYING","attempted_at":"2026-01-01T00:00:00Z","attempts":1}`, time.Hour)
+	}
 	held := nats.NewMsg(w.qc.HeldSubject("whsub_paused000001", "del_held0000000001"))
 	held.Data = []byte("del_held0000000001")
 	w.publish(t, held)
@@ -111,9 +120,9 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPending := []string{"del_held0000000001", "del_inflight000001", "del_queued00000001", "del_queued00000002"}
+	wantPending := []string{"del_held0000000001", "del_inflight000001", "del_putoff00000001", "del_queued00000001", "del_queued00000002"}
 	if got := w.pending(t); !slices.Equal(got, wantPending) {
-		t.Errorf("dispatch:pending = %v, want each queued, held and in-flight id once: %v", got, wantPending)
+		t.Errorf("dispatch:pending = %v, want each queued, held, put-off and in-flight id once: %v", got, wantPending)
 	}
 	wantRetry := map[string]int64{"del_retrying000001": due.UnixMilli(), "del_parked00000001": parkedDue}
 	if got := w.retry(t); len(got) != 2 || got["del_retrying000001"] != wantRetry["del_retrying000001"] || got["del_parked00000001"] != parkedDue {
@@ -125,7 +134,7 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	if n, _ := w.rdb.Exists(ctx, bridge.ProcessingKey("bridge-1"), "jetrelay:deferred").Result(); n != 0 {
 		t.Errorf("jetrelay's own Redis keys still hold ids")
 	}
-	if want := (handback.Report{Pending: 3, Retry: 2, Present: 2, Removed: 4}); rep != want {
+	if want := (handback.Report{Pending: 4, Retry: 2, Present: 2, Removed: 5}); rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 
