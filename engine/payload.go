@@ -11,18 +11,20 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 )
 
-// knownEventTypes is the events service's own 42-value EventType vocabulary
-// (contract §6.9); admin's later types are unknown to it, and so here.
+// knownEventTypes is the EventType vocabulary of upstream 0.1.25.24: the 47
+// types of the protocol page (the 42 of 0.1.25.12, contract §6.9, plus the
+// webhook lifecycle types added in 0.1.25.18) and the four
+// *_via_tenant_cascade fan-out types added in 0.1.25.21: admin's 51.
 var knownEventTypes = func() map[string]bool {
 	m := make(map[string]bool)
 	for prefix, names := range map[string]string{
-		"budget":      "created updated funded debited reset reset_spent debt_repaid frozen unfrozen closed threshold_crossed exhausted over_limit_entered over_limit_exited debt_incurred burn_rate_anomaly",
-		"reservation": "denied denial_rate_spike expired expiry_rate_spike commit_overage",
+		"budget":      "created updated funded debited reset reset_spent debt_repaid frozen unfrozen closed threshold_crossed exhausted over_limit_entered over_limit_exited debt_incurred burn_rate_anomaly closed_via_tenant_cascade",
+		"reservation": "denied denial_rate_spike expired expiry_rate_spike commit_overage released_via_tenant_cascade",
 		"tenant":      "created updated suspended reactivated closed settings_changed",
-		"api_key":     "created revoked expired permissions_changed auth_failed auth_failure_rate_spike",
+		"api_key":     "created revoked expired permissions_changed auth_failed auth_failure_rate_spike revoked_via_tenant_cascade",
 		"policy":      "created updated deleted",
 		"system":      "store_connection_lost store_connection_restored high_latency webhook_delivery_failed webhook_test",
-		"webhook":     "disabled",
+		"webhook":     "created updated paused resumed disabled deleted disabled_via_tenant_cascade",
 	} {
 		for n := range strings.FieldsSeq(names) {
 			m[prefix+"."+n] = true
