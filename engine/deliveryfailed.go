@@ -10,12 +10,9 @@ import (
 
 // deliveryFailedEvent is the system.webhook_delivery_failed event of a
 // delivery that failed for good after o, its last send (upstream 0.1.25.21).
-// A send the SSRF guard refused has none: like a failure without a send,
-// upstream reports it only through the delivery and the ssrf_blocked metric.
+// Deliveries failed without a send (stale, SSRF-refused, …) have none, as
+// upstream.
 func (e *Engine) deliveryFailedEvent(d *proto.Delivery, sub *proto.Subscription, ev *proto.Event, o outcome, now time.Time) *store.NewEvent {
-	if o.blocked() {
-		return nil
-	}
 	fe := proto.DeliveryFailedEvent{
 		SubscriptionID: d.SubscriptionID,
 		DeliveryID:     d.DeliveryID,

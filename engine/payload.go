@@ -11,34 +11,6 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 )
 
-// knownEventTypes is the EventType vocabulary of upstream 0.1.25.24: the 47
-// types of the protocol page (the 42 of 0.1.25.12, contract §6.9, plus the
-// webhook lifecycle types added in 0.1.25.18) and the four
-// *_via_tenant_cascade fan-out types added in 0.1.25.21: admin's 51.
-var knownEventTypes = func() map[string]bool {
-	m := make(map[string]bool)
-	for prefix, names := range map[string]string{
-		"budget":      "created updated funded debited reset reset_spent debt_repaid frozen unfrozen closed threshold_crossed exhausted over_limit_entered over_limit_exited debt_incurred burn_rate_anomaly closed_via_tenant_cascade",
-		"reservation": "denied denial_rate_spike expired expiry_rate_spike commit_overage released_via_tenant_cascade",
-		"tenant":      "created updated suspended reactivated closed settings_changed",
-		"api_key":     "created revoked expired permissions_changed auth_failed auth_failure_rate_spike revoked_via_tenant_cascade",
-		"policy":      "created updated deleted",
-		"system":      "store_connection_lost store_connection_restored high_latency webhook_delivery_failed webhook_test",
-		"webhook":     "created updated paused resumed disabled deleted disabled_via_tenant_cascade",
-	} {
-		for n := range strings.FieldsSeq(names) {
-			m[prefix+"."+n] = true
-		}
-	}
-	return m
-}()
-
-// knownCategories are the categories of that vocabulary.
-var knownCategories = map[string]bool{
-	"budget": true, "tenant": true, "api_key": true, "policy": true,
-	"reservation": true, "system": true, "webhook": true,
-}
-
 // budgetOperations are the values data.operation may take on a budget event.
 var budgetOperations = map[string]bool{
 	"CREDIT": true, "DEBIT": true, "RESET": true, "RESET_SPENT": true,
@@ -56,15 +28,14 @@ func payloadViolations(ev *proto.Event) []string {
 	if blank(ev.EventID) || blank(ev.EventType) || blank(ev.TenantID) || blank(ev.Source) || ev.Category == "" || ev.Timestamp == nil {
 		rules = append(rules, "missing_required")
 	}
-	known := knownEventTypes[ev.EventType]
+	known := proto.KnownEventType(ev.EventType)
 	if !blank(ev.EventType) && !known {
 		rules = append(rules, "unknown_event_type")
 	}
-	if ev.Category != "" && !knownCategories[ev.Category] {
+	if ev.Category != "" && !proto.KnownCategory(ev.Category) {
 		rules = append(rules, "unknown_category")
 	}
-	typeCategory, _, _ := strings.Cut(ev.EventType, ".")
-	if known && ev.Category != "" && ev.Category != typeCategory {
+	if known && ev.Category != "" && ev.Category != proto.EventTypeCategory(ev.EventType) {
 		rules = append(rules, "category_mismatch")
 	}
 	if ev.TraceID != "" && !proto.ValidTraceID(ev.TraceID) {
@@ -80,7 +51,7 @@ func payloadViolations(ev *proto.Event) []string {
 		SpentOverrideProvided json.RawMessage `json:"spent_override_provided"`
 	}
 	isObject := gojson.Unmarshal(data, &fields) == nil
-	if typeCategory == "budget" {
+	if proto.EventTypeCategory(ev.EventType) == "budget" {
 		var ledger string
 		if !isObject || gojson.Unmarshal(fields.LedgerID, &ledger) != nil || blank(ledger) {
 			rules = append(rules, "budget_data_shape")

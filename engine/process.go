@@ -151,21 +151,21 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 	if err != nil {
 		return e.infraRetry(log, md, err)
 	}
+	// An unreadable event or subscription record is left for recovery, as
+	// upstream since 0.1.25.18 (not turned into "not found"): an operator
+	// can repair it, and the stale cutoff ends the wait.
+	if errors.Is(b.EventErr, store.ErrCorrupt) || errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
+		return e.infraRetry(log, md, errors.Join(b.EventErr, b.SubscriptionErr))
+	}
 	// The reference's messages are kept as they are (dashboards and admin
-	// users match on them); an unreadable record is named in the log.
+	// users match on them).
 	if b.EventErr != nil {
-		if errors.Is(b.EventErr, store.ErrCorrupt) {
-			log.Error("event record unreadable", "err", b.EventErr)
-		}
 		return e.fail(ctx, log, md, rec, lab, "Event not found: "+d.EventID, "event_not_found")
 	}
 	if b.Event.EventType != "" {
 		lab.EventType = b.Event.EventType
 	}
 	if b.SubscriptionErr != nil {
-		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-			log.Error("subscription record unreadable", "err", b.SubscriptionErr)
-		}
 		return e.fail(ctx, log, md, rec, lab, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
@@ -264,6 +264,12 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 		return nakAfter(0)
 	}
 	adm.sent(o)
+	if o.blocked() {
+		// Refused before any connection: like upstream (0.1.25.22, which
+		// checks before sending) no attempt is recorded and response_status
+		// stays null; ssrf_blocked is terminal and not counted.
+		return e.fail(ctx, log, md, rec, lab, o.message(), o.reason())
+	}
 	if err == nil && res.Outcome == transport.Delivered {
 		return e.recordSuccess(ctx, log, md, rec, b.SubscriptionRaw, o)
 	}

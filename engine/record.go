@@ -188,7 +188,7 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 				store.Field{Name: "error_message", Value: o.message()},
 				store.Field{Name: "next_retry_at", Value: nil},
 			)
-			if sub == nil || o.blocked() {
+			if sub == nil {
 				return dp, nil, nil
 			}
 			failures := sub.ConsecutiveFailures + 1
