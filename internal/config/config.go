@@ -53,6 +53,7 @@ type Config struct {
 
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
 	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
+	AllowPlaintext bool   // WEBHOOK_SECRET_ALLOW_PLAINTEXT: run without SecretKey
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
@@ -124,6 +125,7 @@ func options() []option {
 		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
 		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
@@ -248,6 +250,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxAckPending < c.Workers {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
+	}
+	if c.SecretKey == "" && !c.AllowPlaintext {
+		errs = append(errs, errors.New("WEBHOOK_SECRET_ENCRYPTION_KEY (--secret-key) is required while WEBHOOK_SECRET_ALLOW_PLAINTEXT (--secret-allow-plaintext) is false"))
 	}
 	if c.ProcessingRecoveryIdle <= 0 {
 		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
