@@ -54,20 +54,7 @@ func (e DeliveryFailedEvent) CorrelationID() string {
 // details writes a null tenant or event id as null, as a Java map does, and
 // leaves out what upstream puts only when known.
 func (e DeliveryFailedEvent) JSON() []byte {
-	b := make([]byte, 0, 768)
-	b = append(b, `{"event_id":`...)
-	b = AppendJSONString(b, e.ID())
-	b = append(b, `,"event_type":`...)
-	b = AppendJSONString(b, deliveryFailedEventType)
-	b = append(b, `,"category":`...)
-	b = AppendJSONString(b, deliveryFailedCategory)
-	b = append(b, `,"timestamp":"`...)
-	b = AppendInstant(b, e.Timestamp)
-	b = append(b, `","tenant_id":`...)
-	b = AppendJSONString(b, SystemTenant)
-	b = append(b, `,"actor":{"type":"system"},"source":`...)
-	b = AppendJSONString(b, disabledSource)
-
+	b := appendRelayEventHead(make([]byte, 0, 768), e.ID(), deliveryFailedEventType, deliveryFailedCategory, e.Timestamp, SystemTenant)
 	b = append(b, `,"data":{"component":"webhook_dispatcher","message":`...)
 	b = AppendJSONString(b, "Webhook delivery failed after "+strconv.Itoa(e.Attempts)+" attempts: subscription "+e.SubscriptionID)
 	b = append(b, `,"severity":"warning","details":{"subscription_id":`...)
@@ -94,23 +81,5 @@ func (e DeliveryFailedEvent) JSON() []byte {
 	}
 	b = append(b, `}}`...)
 
-	b = append(b, `,"correlation_id":`...)
-	b = AppendJSONString(b, e.CorrelationID())
-	if e.RequestID != "" {
-		b = append(b, `,"request_id":`...)
-		b = AppendJSONString(b, e.RequestID)
-	}
-	if e.TraceID != "" {
-		b = append(b, `,"trace_id":`...)
-		b = AppendJSONString(b, e.TraceID)
-	}
-	return append(b, '}')
-}
-
-// appendStringOrNull writes s as a JSON string, or null when it is empty.
-func appendStringOrNull(b []byte, s string) []byte {
-	if s == "" {
-		return append(b, "null"...)
-	}
-	return AppendJSONString(b, s)
+	return appendRelayEventTail(b, e.CorrelationID(), e.RequestID, e.TraceID)
 }

@@ -1,9 +1,6 @@
 package mgmt
 
-import (
-	"encoding/json"
-	"net/http"
-)
+import "net/http"
 
 // actuatorJSON is the media type Spring Boot's actuator answers with.
 const actuatorJSON = "application/vnd.spring-boot.actuator.v3+json"
@@ -29,8 +26,4 @@ func actuator(mux *http.ServeMux, checks map[string]Check) {
 	})
 }
 
-func writeActuator(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", actuatorJSON)
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeActuator(w http.ResponseWriter, code int, v any) { writeJSONAs(w, actuatorJSON, code, v) }

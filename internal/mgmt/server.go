@@ -73,8 +73,10 @@ collect:
 	return status, code, out
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+func writeJSON(w http.ResponseWriter, code int, v any) { writeJSONAs(w, "application/json", code, v) }
+
+func writeJSONAs(w http.ResponseWriter, contentType string, code int, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
