@@ -9,25 +9,27 @@ import (
 )
 
 // deliveryFailedEvent is the system.webhook_delivery_failed event of a
-// delivery that failed for good after o, its last send (upstream 0.1.25.21).
-// Deliveries failed without a send (stale, SSRF-refused, …) have none, as
-// upstream.
-func (e *Engine) deliveryFailedEvent(d *proto.Delivery, sub *proto.Subscription, ev *proto.Event, o outcome, now time.Time) *store.NewEvent {
+// delivery that failed for good after its sends (upstream 0.1.25.21):
+// attempts sends were made, the last answered lastStatus (0: no answer) and
+// msg is its error_message. Deliveries failed without a send (stale,
+// SSRF-refused, …) have none, as upstream.
+func (e *Engine) deliveryFailedEvent(h *handling, attempts, lastStatus int, msg string) *store.NewEvent {
+	d, now := h.delivery(), time.Now()
 	fe := proto.DeliveryFailedEvent{
 		SubscriptionID: d.SubscriptionID,
 		DeliveryID:     d.DeliveryID,
 		EventID:        d.EventID,
 		EventType:      d.EventType,
-		Attempts:       o.attempt,
-		LastStatus:     o.res.StatusCode,
-		Error:          o.message(),
+		Attempts:       attempts,
+		LastStatus:     lastStatus,
+		Error:          msg,
 		TraceID:        d.TraceID,
 		Timestamp:      now,
 	}
-	if sub != nil {
+	if sub := h.sub(); sub != nil {
 		fe.TenantID = sub.TenantID
 	}
-	if ev != nil {
+	if ev := h.event(); ev != nil {
 		fe.RequestID = ev.RequestID
 		if fe.TraceID == "" {
 			fe.TraceID = ev.TraceID
@@ -37,10 +39,12 @@ func (e *Engine) deliveryFailedEvent(d *proto.Delivery, sub *proto.Subscription,
 		Timestamp: now, TTL: e.cfg.EventTTL}
 }
 
-// writeAndSave is write that also saves ev in the same atomic write (nil:
-// nothing to save), so the event exists exactly when the outcome does.
-func (e *Engine) writeAndSave(ctx context.Context, rec *store.DeliveryRecord, subRaw []byte, ev *store.NewEvent, fn store.OutcomeFunc) (bool, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+// writeAndSave records an outcome on a context that survives shutdown,
+// bounded, and saves ev (nil: nothing to save) in the same atomic write, so
+// the event exists exactly when the outcome does. subRaw is the
+// subscription's stored bytes when the write may change it.
+func (e *Engine) writeAndSave(h *handling, subRaw []byte, ev *store.NewEvent, fn store.OutcomeFunc) (bool, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), writeTimeout)
 	defer cancel()
-	return e.store.RecordOutcomeAndSave(wctx, rec, subRaw, fn, ev)
+	return e.store.RecordOutcomeAndSave(wctx, h.rec, subRaw, fn, ev)
 }

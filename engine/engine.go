@@ -45,9 +45,9 @@ type Config struct {
 	Breaker         BreakerConfig
 	MaxInFlight     int           // concurrent sends to one subscription per replica, default Workers/4 (at least 1)
 	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at MaxInFlight, default 1s
-	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every other put-off, are parked in Redis. Default 1s
+	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
-	InactiveRecheck time.Duration // how often a deferred delivery of an inactive subscription looks again, default 60s
+	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s
 }
 
 // fastAnswer: a subscription at its in-flight limit whose sends take less
@@ -123,7 +123,10 @@ func (c Config) withDefaults() Config {
 		c.InactivePolicy = InactiveDefer
 	}
 	if c.InactiveRecheck <= 0 {
-		c.InactiveRecheck = time.Minute
+		// One Redis read per held subscription per period: cheap, and an
+		// operator who re-enables a subscription sees it deliver within
+		// seconds.
+		c.InactiveRecheck = 5 * time.Second
 	}
 	return c
 }

@@ -62,7 +62,7 @@ func cmdHandback(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	qc := queue.Config{Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer}
 	rep, err := handback.Run(ctx, rdb, js, handback.Config{Queue: qc, Logger: log})
-	fmt.Fprintf(stdout, "handed back: %d to dispatch:pending, %d to dispatch:retry, %d already there; %d work items removed from the stream; %d messages left (not work items)\n",
-		rep.Pending, rep.Retry, rep.Present, rep.Removed, rep.Unhandled)
+	fmt.Fprintf(stdout, "handed back: %d to dispatch:pending, %d to dispatch:retry, %d already there; %d work items and %d held-checks removed from the stream; %d messages left (not work items)\n",
+		rep.Pending, rep.Retry, rep.Present, rep.Removed, rep.Checks, rep.Unhandled)
 	return err
 }

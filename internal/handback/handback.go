@@ -19,11 +19,10 @@ import (
 )
 
 // legacyDeferredZSet is where jetrelay releases before message schedules
-// parked put-off deliveries (member delivery id, score due epoch millis).
-const legacyDeferredZSet = "jetrelay:deferred"
-
-// scheduleHeader carries a message schedule's due time ("@at <RFC 3339>").
-const scheduleHeader = "Nats-Schedule"
+// parked put-off deliveries (member delivery id, score due epoch millis);
+// a current bridge empties it at start, but a rollback may follow an
+// upgrade that never started.
+const legacyDeferredZSet = store.LegacyDeferredZSet
 
 // ErrRunning is returned when a part of jetrelay still runs: handing work
 // back then would race the bridge refilling the stream and the engine
@@ -67,6 +66,7 @@ type Report struct {
 	Retry     int // ids written to dispatch:retry with their due time
 	Present   int // ids a reference key already held (not written again)
 	Removed   int // work items removed from the stream after their id was written
+	Checks    int // held-check wake-ups removed (jetrelay's own, no delivery in them)
 	Unhandled int // messages left in the stream: not work items jetrelay wrote
 }
 
@@ -244,6 +244,15 @@ func (h *handback) stream(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("handback: read message %d: %w", seq, err)
 		}
+		if m.Header.Get(queue.HeldCheckHeader) != "" {
+			// A subscription's held-check: the held deliveries it would
+			// release are handed back themselves.
+			if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return fmt.Errorf("handback: remove held-check %d: %w", seq, err)
+			}
+			h.rep.Checks++
+			continue
+		}
 		id, due, ok := h.workItem(m)
 		if !ok {
 			h.rep.Unhandled++
@@ -286,7 +295,7 @@ func (h *handback) workItem(m *jetstream.RawStreamMsg) (id string, due time.Time
 	case subj == h.qc.Subject, strings.HasPrefix(subj, h.qc.Subject+".held."):
 		return id, time.Time{}, true
 	case strings.HasPrefix(subj, h.qc.Subject+".sched."):
-		at, found := strings.CutPrefix(m.Header.Get(scheduleHeader), "@at ")
+		at, found := strings.CutPrefix(m.Header.Get(queue.ScheduleHeader), "@at ")
 		if t, err := time.Parse(time.RFC3339Nano, at); found && err == nil {
 			return id, t, true
 		}

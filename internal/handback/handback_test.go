@@ -30,12 +30,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{rdb: testenv.Redis(t).Client, qc: queue.Config{}.WithDefaults()}
 	_, _, w.js = testenv.NATS(t)
-	cfg := queue.StreamConfig(w.qc)
-	// The dispatch stream with the waiting-work subjects of queue/subjects.go.
-	cfg.Subjects = append(cfg.Subjects, w.qc.ScheduleSubjects(), w.qc.HeldSubjects(""))
-	cfg.AllowMsgSchedules, cfg.Discard = true, jetstream.DiscardOld
 	var err error
-	if w.s, err = w.js.CreateStream(context.Background(), cfg); err != nil {
+	if w.s, err = queue.EnsureStream(context.Background(), w.js, w.qc); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.js.CreateOrUpdateConsumer(context.Background(), w.qc.Stream, queue.ConsumerConfig(w.qc)); err != nil {
@@ -91,23 +87,14 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 
 	w.publish(t, queue.NewMsg(w.qc.Subject, "del_queued00000001"))
 	w.publish(t, queue.NewMsg(w.qc.Subject, "del_queued00000002"))
-	sched := nats.NewMsg(w.qc.ScheduleSubject("del_retrying000001"))
-	sched.Data = []byte("del_retrying000001")
-	sched.Header.Set("Nats-Schedule", "@at "+due.Format(time.RFC3339Nano))
-	sched.Header.Set("Nats-Schedule-Target", w.qc.Subject)
-	w.publish(t, sched)
+	w.publish(t, queue.NewScheduleMsg(w.qc, "del_retrying000001", due))
 	// A put-off (open breaker) of a delivery not yet tried: due now for the reference.
-	putOff := nats.NewMsg(w.qc.ScheduleSubject("del_putoff00000001"))
-	putOff.Data = []byte("del_putoff00000001")
-	putOff.Header.Set("Nats-Schedule", "@at "+due.Format(time.RFC3339Nano))
-	putOff.Header.Set("Nats-Schedule-Target", w.qc.Subject)
-	w.publish(t, putOff)
+	w.publish(t, queue.NewScheduleMsg(w.qc, "del_putoff00000001", due))
 	for _, id := range []string{"del_retrying000001", "del_parked00000001"} {
 		w.rdb.Set(ctx, store.DeliveryKey(id), `{"delivery_id":"`+id+`","subscription_id":"whsub_1","event_id":"evt_1","status":"RETRYING","attempted_at":"2026-01-01T00:00:00Z","attempts":1}`, time.Hour)
 	}
-	held := nats.NewMsg(w.qc.HeldSubject("whsub_paused000001", "del_held0000000001"))
-	held.Data = []byte("del_held0000000001")
-	w.publish(t, held)
+	w.publish(t, queue.NewHeldMsg(w.qc, "whsub_paused000001", "del_held0000000001", time.Now().Add(time.Hour)))
+	w.publish(t, queue.NewHeldCheckMsg(w.qc, "whsub_paused000001", time.Now().Add(time.Minute)))
 	// A bridge stopped between its move out of dispatch:pending and the
 	// PubAck: one id only in its list, one also in the stream.
 	w.rdb.SAdd(ctx, bridge.RegistryKey, "bridge-1")
@@ -134,7 +121,7 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	if n, _ := w.rdb.Exists(ctx, bridge.ProcessingKey("bridge-1"), "jetrelay:deferred").Result(); n != 0 {
 		t.Errorf("jetrelay's own Redis keys still hold ids")
 	}
-	if want := (handback.Report{Pending: 4, Retry: 2, Present: 2, Removed: 5}); rep != want {
+	if want := (handback.Report{Pending: 4, Retry: 2, Present: 2, Removed: 5, Checks: 1}); rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 
