@@ -37,6 +37,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
 	case "handback":
 		err = cmdHandback(ctx, args[1:], stdout, stderr)
+	case "inbox":
+		err = cmdInbox(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -66,6 +68,7 @@ Commands:
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
   handback  rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)
+  inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.
