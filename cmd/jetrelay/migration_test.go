@@ -77,17 +77,6 @@ func (r *relay) stop(t *testing.T) {
 	}
 }
 
-func awaitCond(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestMigration_SwitchOverFromAndRollBackToTheReferenceLoseNothing(t *testing.T) {
 	t.Parallel()
 	b := newBed(t)
@@ -118,7 +107,7 @@ func TestMigration_SwitchOverFromAndRollBackToTheReferenceLoseNothing(t *testing
 	// Rollback: jetrelay holds a retrying delivery, one of a paused
 	// subscription, and (bridge only, no engine) queued ones.
 	down := b.emit(t, "budget.funded", 1)
-	awaitCond(t, 30*time.Second, "the failing delivery to wait for its retry", func() bool {
+	awaitCondition(t, "the failing delivery to wait for its retry", 30*time.Second, func() bool {
 		rec, err := b.store.Delivery(ctx, down[0])
 		return err == nil && rec.Status == proto.DeliveryRetrying
 	})
@@ -129,12 +118,12 @@ func TestMigration_SwitchOverFromAndRollBackToTheReferenceLoseNothing(t *testing
 		t.Fatal(err)
 	}
 	r = startRelay(t, b.env())
-	awaitCond(t, 30*time.Second, "the paused subscription's delivery to be taken in", func() bool { return b.inReferenceKeys(t, held[0]) == "" })
+	awaitCondition(t, "the paused subscription's delivery to be taken in", 30*time.Second, func() bool { return b.inReferenceKeys(t, held[0]) == "" })
 	r.stop(t)
 
 	bridgeOnly := startRelay(t, b.env("JETRELAY_ROLE", "bridge"))
 	queued := b.emit(t, "budget.exhausted", 2)
-	awaitCond(t, 30*time.Second, "the queued deliveries in the stream", func() bool {
+	awaitCondition(t, "the queued deliveries in the stream", 30*time.Second, func() bool {
 		return b.inReferenceKeys(t, queued[0]) == "" && b.inReferenceKeys(t, queued[1]) == ""
 	})
 	if code, out := runBinary(t, b.env(), time.Minute, "handback"); code == 0 || !strings.Contains(out, "still running") {
