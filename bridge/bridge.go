@@ -36,10 +36,12 @@ type Bridge struct {
 	processingKey string
 	heartbeatKey  string
 
-	adoptScript   *redis.Script
-	forgetScript  *redis.Script
-	moveScript    *redis.Script
-	requeueScript *redis.Script
+	adoptScript  *redis.Script
+	forgetScript *redis.Script
+	// adoptLegacyScript adopts idle entries of the reference's list (legacy.go).
+	adoptLegacyScript *redis.Script
+	moveScript        *redis.Script
+	requeueScript     *redis.Script
 
 	running atomic.Bool
 	// problem is the last error that stalled the bridge, cleared when it
@@ -76,8 +78,10 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 		heartbeatKey:  heartbeatPrefix + cfg.InstanceID,
 		adoptScript:   redis.NewScript(adoptLua),
 		forgetScript:  redis.NewScript(forgetBridgeLua),
-		moveScript:    redis.NewScript(moveBatchLua),
-		requeueScript: redis.NewScript(requeueRetryBatchLua),
+
+		adoptLegacyScript: redis.NewScript(adoptLegacyLua),
+		moveScript:        redis.NewScript(moveBatchLua),
+		requeueScript:     redis.NewScript(requeueRetryBatchLua),
 	}, nil
 }
 

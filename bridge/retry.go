@@ -24,9 +24,6 @@ for _, id in ipairs(ready) do
 end
 return moved`
 
-// promoteLimit is the reference service's batch size for promotion.
-const promoteLimit = 100
-
 // promoteLoop promotes due ids from the legacy dispatch:retry ZSET every
 // RetryPoll. jetrelay itself never writes that ZSET (its retries and
 // put-offs live in JetStream); this drains what the reference service left
@@ -85,9 +82,9 @@ func (b *Bridge) migrateDeferred(ctx context.Context) error {
 func (b *Bridge) moveScored(ctx context.Context, zset, maxScore string) (uint64, error) {
 	var n uint64
 	for {
-		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{zset, store.PendingList}, maxScore, promoteLimit).StringSlice()
+		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{zset, store.PendingList}, maxScore, b.cfg.RetryBatchSize).StringSlice()
 		n += uint64(len(moved))
-		if err != nil || len(moved) < promoteLimit {
+		if err != nil || len(moved) < b.cfg.RetryBatchSize {
 			return n, err
 		}
 	}

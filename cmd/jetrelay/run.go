@@ -46,7 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}
-		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics "+ops.StatusPath)
+		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics "+ops.StatusPath+" /actuator/health[/readiness|/liveness] /actuator/prometheus")
 	}
 	err = s.run(ctx)
 	log.Info("jetrelay stopped")

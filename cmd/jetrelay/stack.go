@@ -125,6 +125,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
 		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")}
+		bc.AdoptLegacyProcessing, bc.LegacyProcessingIdle, bc.RetryBatchSize = cfg.AdoptReferenceProcessing, cfg.ProcessingRecoveryIdle, cfg.RetryBatchSize
 		if s.tracing.Enabled() {
 			// Only then: the bridge reads each batch's trace ids from Redis.
 			bc.TracerProvider = s.tracing.Provider()
@@ -181,6 +182,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
 			InactiveRecheck: cfg.InactiveRecheck,
+			AllowUnsigned:   cfg.AllowUnsigned,
 		})
 		if err != nil {
 			return nil, err

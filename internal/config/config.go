@@ -52,6 +52,8 @@ type Config struct {
 	MaxAckPending  int
 
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
+	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
+	AllowPlaintext bool   // WEBHOOK_SECRET_ALLOW_PLAINTEXT: run without SecretKey
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
@@ -72,6 +74,11 @@ type Config struct {
 	UserAgent         string
 
 	BridgeID string
+
+	// Switch-over from the reference service (docs/migration.md).
+	AdoptReferenceProcessing bool          // JETRELAY_ADOPT_REFERENCE_PROCESSING
+	ProcessingRecoveryIdle   time.Duration // DISPATCH_PROCESSING_RECOVERY_IDLE_MS
+	RetryBatchSize           int           // RETRY_BATCH_SIZE
 
 	ManagementPort int
 	ManagementHost string
@@ -119,6 +126,8 @@ func options() []option {
 		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
+		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
@@ -141,7 +150,10 @@ func options() []option {
 		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
 		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"JETRELAY_ADOPT_REFERENCE_PROCESSING", "adopt-reference-processing", "true", "adopt the reference service's dispatch:processing entries whose claim is idle for DISPATCH_PROCESSING_RECOVERY_IDLE_MS (switch-over; safe beside live reference replicas)", setBool(func(c *Config) *bool { return &c.AdoptReferenceProcessing })},
+		{"DISPATCH_PROCESSING_RECOVERY_IDLE_MS", "dispatch-processing-recovery-idle-ms", "120000", "how long a dispatch:processing claim of the reference service must be idle before jetrelay adopts it (the reference's own setting)", setMillis(func(c *Config) *time.Duration { return &c.ProcessingRecoveryIdle })},
+		{"RETRY_BATCH_SIZE", "retry-batch-size", "100", "due ids moved per promotion from the reference's dispatch:retry ZSET (the reference's own setting)", setInt(func(c *Config) *int { return &c.RetryBatchSize })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status and /actuator/health (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
@@ -257,6 +269,15 @@ func (c *Config) validate() error {
 	}
 	if c.MaxAckPending < c.Workers {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
+	}
+	if c.SecretKey == "" && !c.AllowPlaintext {
+		errs = append(errs, errors.New("WEBHOOK_SECRET_ENCRYPTION_KEY (--secret-key) is required while WEBHOOK_SECRET_ALLOW_PLAINTEXT (--secret-allow-plaintext) is false"))
+	}
+	if c.ProcessingRecoveryIdle <= 0 {
+		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
+	}
+	if c.RetryBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("RETRY_BATCH_SIZE (--retry-batch-size) must be at least 1, got %d", c.RetryBatchSize))
 	}
 	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
 		errs = append(errs, fmt.Errorf("MANAGEMENT_PORT (--management-port) must be 0..65535, got %d", c.ManagementPort))

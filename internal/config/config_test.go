@@ -214,3 +214,16 @@ func TestGetenv_AnswersLoadedSettingsThenTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func TestLoad_WithoutEncryptionKeyRefusesToStartOnlyWhenPlaintextIsDisallowed(t *testing.T) {
+	if _, err := Load("run", nil, envOf(), io.Discard); err != nil {
+		t.Errorf("default (plaintext allowed) without a key: %v", err)
+	}
+	_, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ENCRYPTION_KEY") || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ALLOW_PLAINTEXT") {
+		t.Errorf("err = %v, want a refusal naming both settings (upstream 0.1.25.24)", err)
+	}
+	if _, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false", "WEBHOOK_SECRET_ENCRYPTION_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="), io.Discard); err != nil {
+		t.Errorf("with a key: %v", err)
+	}
+}
