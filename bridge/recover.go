@@ -32,7 +32,8 @@ func (b *Bridge) drain(ctx context.Context) error {
 
 // adoptOrphans moves into this instance's processing list the ids of every
 // other registered instance whose heartbeat has expired (and, when
-// configured, the reference service's plain dispatch:processing list). It
+// configured, the idle entries of the reference service's dispatch:processing
+// list). It
 // returns how many ids it adopted; the caller then drains them. Instances
 // are found in the jetrelay:bridges registry, not by SCAN, which would walk
 // the whole keyspace (every event and delivery record) on each pass.
@@ -56,7 +57,7 @@ func (b *Bridge) adoptOrphans(ctx context.Context) (int, error) {
 		}
 	}
 	if b.cfg.AdoptLegacyProcessing {
-		n, err := b.adoptList(ctx, store.LegacyProcessingList, "")
+		n, err := b.adoptLegacy(ctx)
 		total += n
 		if err != nil {
 			return total, err

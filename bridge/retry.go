@@ -8,8 +8,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
-// promoteLimit is the reference service's batch size for promotion.
-const promoteLimit = 100
 
 // promoteLoop promotes due ids from the legacy dispatch:retry ZSET every
 // RetryPoll. jetrelay itself never writes that ZSET (its retries and
@@ -69,9 +67,9 @@ func (b *Bridge) migrateDeferred(ctx context.Context) error {
 func (b *Bridge) moveScored(ctx context.Context, zset, maxScore string) (uint64, error) {
 	var n uint64
 	for {
-		moved, err := b.store.PromoteScored(ctx, zset, maxScore, promoteLimit)
+		moved, err := b.store.PromoteScored(ctx, zset, maxScore, b.cfg.RetryBatchSize)
 		n += uint64(len(moved))
-		if err != nil || len(moved) < promoteLimit {
+		if err != nil || len(moved) < b.cfg.RetryBatchSize {
 			return n, err
 		}
 	}

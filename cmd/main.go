@@ -55,6 +55,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = subscriptions.Run(ctx, args[1:], stdout, stderr)
 	case "deliveries", "quarantine", "status", "events":
 		err = cmdOps(ctx, args, stdout, stderr)
+	case "handback":
+		err = cmdHandback(ctx, args[1:], stdout, stderr)
 	case "inbox":
 		err = cmdInbox(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -89,6 +91,7 @@ Commands:
   quarantine     list|requeue entries of dispatch:failed
   status         queue depth, in flight, scheduled, held, bridges, breakers and limits per replica
   events         emit an event and its deliveries as admin does (try a real delivery in one command)
+  handback  rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)
   inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 

@@ -40,6 +40,10 @@ type Config struct {
 	NoAutoPipeline bool
 	// TracerProvider makes the spans of attempts and sends; nil: no spans.
 	TracerProvider trace.TracerProvider
+	// AllowUnsigned sends a delivery whose subscription has no (or a
+	// blank) signing secret unsigned, as upstream did before 0.1.25.24;
+	// false (the default) fails it without a send, as 0.1.25.24 does.
+	AllowUnsigned bool
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig

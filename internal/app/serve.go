@@ -52,6 +52,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, version st
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}
+		paths = append(paths, "/actuator/health[/readiness|/liveness]", "/actuator/prometheus")
 		log.Info("management endpoints up", "addr", bound, "paths", strings.Join(paths, " "))
 	}
 	err = s.Run(ctx)

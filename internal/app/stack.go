@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
 		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")}
+		bc.AdoptLegacyProcessing, bc.LegacyProcessingIdle, bc.RetryBatchSize = cfg.AdoptReferenceProcessing, cfg.ProcessingRecoveryIdle, cfg.RetryBatchSize
 		if s.tracing.Enabled() {
 			// Only then: the bridge reads each batch's trace ids from Redis.
 			bc.TracerProvider = s.tracing.Provider()
@@ -176,7 +177,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
-			NoAutoPipeline: !cfg.RedisAutoPipeline,
+			NoAutoPipeline:  !cfg.RedisAutoPipeline,
+			InactiveRecheck: cfg.InactiveRecheck,
+			AllowUnsigned:   cfg.AllowUnsigned,
 		})
 		if err != nil {
 			return nil, err

@@ -54,6 +54,8 @@ type Config struct {
 	MaxAckPending  int
 
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
+	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
+	AllowPlaintext bool   // WEBHOOK_SECRET_ALLOW_PLAINTEXT: run without SecretKey
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
@@ -67,9 +69,15 @@ type Config struct {
 	MaxInFlight       int
 	ParkAfter         time.Duration
 	InactivePolicy    string
+	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
 
 	BridgeID string
+
+	// Switch-over from the reference service (docs/migration.md).
+	AdoptReferenceProcessing bool          // JETRELAY_ADOPT_REFERENCE_PROCESSING
+	ProcessingRecoveryIdle   time.Duration // DISPATCH_PROCESSING_RECOVERY_IDLE_MS
+	RetryBatchSize           int           // RETRY_BATCH_SIZE
 
 	ManagementPort int
 	ManagementHost string
@@ -117,6 +125,8 @@ func options() []option {
 		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
+		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
@@ -126,14 +136,18 @@ func options() []option {
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
 		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "concurrent sends to one subscription per replica (0: a quarter of the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
-		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every breaker or busy-subscription wait) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every other wait: breaker, busy subscription, Redis outage, a secret not stored yet) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
+		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_SSRF_ALLOW_CIDRS", "ssrf-allow-cidrs", "", "operator allow-list: comma-separated CIDRs webhooks may reach although config:webhook-security blocks them (an internal receiver; 127.0.0.0/8 for tests)", setString(func(c *Config) *string { return &c.SSRFAllowCIDRs })},
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
 		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"JETRELAY_ADOPT_REFERENCE_PROCESSING", "adopt-reference-processing", "true", "adopt the reference service's dispatch:processing entries whose claim is idle for DISPATCH_PROCESSING_RECOVERY_IDLE_MS (switch-over; safe beside live reference replicas)", setBool(func(c *Config) *bool { return &c.AdoptReferenceProcessing })},
+		{"DISPATCH_PROCESSING_RECOVERY_IDLE_MS", "dispatch-processing-recovery-idle-ms", "120000", "how long a dispatch:processing claim of the reference service must be idle before jetrelay adopts it (the reference's own setting)", setMillis(func(c *Config) *time.Duration { return &c.ProcessingRecoveryIdle })},
+		{"RETRY_BATCH_SIZE", "retry-batch-size", "100", "due ids moved per promotion from the reference's dispatch:retry ZSET (the reference's own setting)", setInt(func(c *Config) *int { return &c.RetryBatchSize })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status and /actuator/health (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
@@ -243,6 +257,9 @@ func (c *Config) validate() error {
 	if c.ParkAfter <= 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_PARK_AFTER (--park-after) must be positive, got %s", c.ParkAfter))
 	}
+	if c.InactiveRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_INACTIVE_RECHECK (--inactive-recheck) must be positive, got %s", c.InactiveRecheck))
+	}
 	switch c.InactivePolicy {
 	case "defer", "fail":
 	default:
@@ -259,6 +276,15 @@ func (c *Config) validate() error {
 	}
 	if c.MaxAckPending < c.Workers {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
+	}
+	if c.SecretKey == "" && !c.AllowPlaintext {
+		errs = append(errs, errors.New("WEBHOOK_SECRET_ENCRYPTION_KEY (--secret-key) is required while WEBHOOK_SECRET_ALLOW_PLAINTEXT (--secret-allow-plaintext) is false"))
+	}
+	if c.ProcessingRecoveryIdle <= 0 {
+		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
+	}
+	if c.RetryBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("RETRY_BATCH_SIZE (--retry-batch-size) must be at least 1, got %d", c.RetryBatchSize))
 	}
 	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
 		errs = append(errs, fmt.Errorf("MANAGEMENT_PORT (--management-port) must be 0..65535, got %d", c.ManagementPort))

@@ -33,26 +33,45 @@ return 1`
 // An empty tenantID goes to events:null, the key Java's string concatenation
 // of a null tenant produces. ttl must be at least one second.
 func (s *Store) SaveEvent(ctx context.Context, raw []byte, eventID, tenantID, correlationID string, ts time.Time, ttl time.Duration) error {
-	switch {
-	case eventID == "":
-		return errors.New("store: save event: empty event id")
-	case ttl < time.Second:
-		return fmt.Errorf("store: save event %s: ttl %v is below one second", eventID, ttl)
-	case !json.Valid(raw):
-		return fmt.Errorf("store: save event %s: record is not valid JSON", eventID)
+	keys, args, err := eventArgs(NewEvent{Raw: raw, EventID: eventID, TenantID: tenantID, CorrelationID: correlationID, Timestamp: ts, TTL: ttl})
+	if err != nil {
+		return err
 	}
-	tenantKey := "events:" + tenantID
-	if tenantID == "" {
-		tenantKey = "events:null"
-	}
-	keys := []string{EventKey(eventID), tenantKey, "events:_all"}
-	if strings.TrimSpace(correlationID) != "" {
-		keys = append(keys, "events:correlation:"+correlationID)
-	}
-	score := strconv.FormatInt(ts.UnixMilli(), 10)
-	ttlSeconds := strconv.FormatInt(int64(ttl/time.Second), 10)
-	if err := s.saveEvent.Run(ctx, s.rdb, keys, raw, score, eventID, ttlSeconds).Err(); err != nil {
+	if err := s.saveEvent.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("store: save event %s: %w", eventID, err)
 	}
 	return nil
+}
+
+// NewEvent is an event record to save, with what its indexes need.
+type NewEvent struct {
+	Raw           []byte // the event:{id} JSON
+	EventID       string
+	TenantID      string // empty: indexed under events:null
+	CorrelationID string // blank: no events:correlation:{cid} set
+	Timestamp     time.Time
+	TTL           time.Duration // at least one second
+}
+
+// eventArgs checks ev and returns SaveEventLua's KEYS and ARGV for it.
+func eventArgs(ev NewEvent) ([]string, []any, error) {
+	switch {
+	case ev.EventID == "":
+		return nil, nil, errors.New("store: save event: empty event id")
+	case ev.TTL < time.Second:
+		return nil, nil, fmt.Errorf("store: save event %s: ttl %v is below one second", ev.EventID, ev.TTL)
+	case !json.Valid(ev.Raw):
+		return nil, nil, fmt.Errorf("store: save event %s: record is not valid JSON", ev.EventID)
+	}
+	tenantKey := "events:" + ev.TenantID
+	if ev.TenantID == "" {
+		tenantKey = "events:null"
+	}
+	keys := []string{EventKey(ev.EventID), tenantKey, "events:_all"}
+	if strings.TrimSpace(ev.CorrelationID) != "" {
+		keys = append(keys, "events:correlation:"+ev.CorrelationID)
+	}
+	score := strconv.FormatInt(ev.Timestamp.UnixMilli(), 10)
+	ttlSeconds := strconv.FormatInt(int64(ev.TTL/time.Second), 10)
+	return keys, []any{ev.Raw, score, ev.EventID, ttlSeconds}, nil
 }
