@@ -8,7 +8,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
-
 // promoteLoop promotes due ids from the legacy dispatch:retry ZSET every
 // RetryPoll. jetrelay itself never writes that ZSET (its retries and
 // put-offs live in JetStream); this drains what the reference service left
