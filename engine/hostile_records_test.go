@@ -126,13 +126,13 @@ func (e *env) failedWith(t *testing.T, name, id, want string, sent bool) {
 func (e *env) keptForRecovery(t *testing.T, ids map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, 20*time.Second, "the deliveries to be tried again", func() bool {
-		c, err := e.js.Consumer(ctx, e.qc.Stream, e.qc.Consumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.NumRedelivered >= len(ids)
+	pending := make([]string, 0, len(ids))
+	for _, id := range ids {
+		pending = append(pending, id)
+	}
+	// A record kept for recovery waits as a JetStream wake-up to be read again.
+	waitFor(t, 20*time.Second, "the deliveries to wait as wake-ups to be tried again", func() bool {
+		return e.allScheduled(pending)
 	})
 	for name, id := range ids {
 		rec, err := e.store.Delivery(ctx, id)

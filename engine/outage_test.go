@@ -62,7 +62,6 @@ func TestRedisOutage_DeliveriesWaitAsWakeUpsHoldingNoAckPendingSlotAndAllSucceed
 		c.InfraRetryMin, c.InfraRetryMax = time.Second, 3*time.Second
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/outage", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = e.deliver(t, sub, e.event(), nil)
