@@ -10,19 +10,6 @@ import (
 	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/jetrelay/jetrelay/internal/queue"
-)
-
-// Processing and heartbeat keys; the shared dispatch:* keys come from
-// internal/store.
-const (
-	keyLegacyProcessing = "dispatch:processing"
-	processingPrefix    = "dispatch:processing:"
-	heartbeatPrefix     = "jetrelay:bridge:"
-	// bridgesKey is the SET of bridge instance ids that ever ran; a member
-	// whose heartbeat expired and whose processing list is empty is removed.
-	bridgesKey = "jetrelay:bridges"
 )
 
 // Defaults applied by New.
@@ -41,7 +28,7 @@ const maxInstanceIDLen = 253
 // Config tunes a Bridge. The zero value of every field means its default.
 type Config struct {
 	// Queue names the stream the ids are published into.
-	Queue queue.Config
+	Queue QueueConfig
 	// InstanceID names this bridge's processing list
 	// (dispatch:processing:<InstanceID>) and heartbeat key
 	// (jetrelay:bridge:<InstanceID>). It must be unique among live bridges

@@ -2,76 +2,26 @@ package bridge
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
-)
 
-// Keys of the reference service's (0.1.25.20+) claim bookkeeping beside its
-// dispatch:processing list.
-const (
-	keyLegacyClaimedAt  = "dispatch:processing:claimed_at"
-	keyLegacyClaimOwner = "dispatch:processing:claim_owner"
-	// legacyOrphanOwner is the owner token upstream stamps on an entry it
-	// found without one.
-	legacyOrphanOwner = "__orphan__"
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // DefaultLegacyProcessingIdle is upstream's dispatch.processing.recovery-idle-ms
 // (DISPATCH_PROCESSING_RECOVERY_IDLE_MS) default.
 const DefaultLegacyProcessingIdle = 2 * time.Minute
 
-// adoptLegacyLua looks at up to ARGV[3] entries of the reference's
-// dispatch:processing list, oldest first, as upstream's RECOVER_STALE_BATCH
-// does: an entry without a claimed_at is stamped now (and given the
-// __orphan__ owner) so that it becomes adoptable after the idle period; an
-// entry claimed at or before the cutoff ARGV[2] is moved to this bridge's
-// processing list and its bookkeeping removed; the others are rotated to
-// the head and left for their owner. A live reference worker never holds a
-// claim that long, so the move never takes a delivery it is sending.
-//
-//	KEYS = [dispatch:processing, …:claimed_at, …:claim_owner, own list]
-//	ARGV = [now ms, cutoff ms, max entries]   returns the number moved
-const adoptLegacyLua = `
-if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return 0 end
-local limit = math.min(redis.call('LLEN', KEYS[1]), tonumber(ARGV[3]))
-local moved = 0
-for i = 1, limit do
-  local id = redis.call('LINDEX', KEYS[1], -1)
-  if not id then break end
-  local at = redis.call('ZSCORE', KEYS[2], id)
-  if not at then
-    redis.call('ZADD', KEYS[2], ARGV[1], id)
-    if not redis.call('HGET', KEYS[3], id) then redis.call('HSET', KEYS[3], id, '` + legacyOrphanOwner + `') end
-    at = ARGV[1]
-  end
-  if tonumber(at) <= tonumber(ARGV[2]) then
-    redis.call('LMOVE', KEYS[1], KEYS[4], 'RIGHT', 'LEFT')
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
-    moved = moved + 1
-  else
-    redis.call('LMOVE', KEYS[1], KEYS[1], 'RIGHT', 'LEFT')
-  end
-end
-return moved
-`
-
 // adoptLegacy moves into this bridge's processing list the entries of the
 // reference's dispatch:processing list whose claim has been idle for
 // LegacyProcessingIdle, a chunk per script call.
 func (b *Bridge) adoptLegacy(ctx context.Context) (int, error) {
-	keys := []string{keyLegacyProcessing, keyLegacyClaimedAt, keyLegacyClaimOwner, b.processingKey}
-	now := time.Now()
-	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
-	cutoff := strconv.FormatInt(now.Add(-b.cfg.LegacyProcessingIdle).UnixMilli(), 10)
-	n, err := b.adoptLegacyScript.Run(ctx, b.rdb, keys, nowMs, cutoff, adoptChunk).Int()
+	n, err := b.store.AdoptLegacy(ctx, b.processingKey, time.Now(), b.cfg.LegacyProcessingIdle, adoptChunk)
 	if err != nil {
-		return 0, fmt.Errorf("adopt %s: %w", keyLegacyProcessing, err)
+		return 0, err
 	}
 	if n > 0 {
 		b.adopted.Add(uint64(n))
-		b.log.Info("adopted idle entries of the reference service's processing list", "list", keyLegacyProcessing, "ids", n)
+		b.log.Info("adopted idle entries of the reference service's processing list", "list", store.LegacyProcessingList, "ids", n)
 	}
 	return n, nil
 }

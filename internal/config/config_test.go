@@ -168,8 +168,8 @@ func TestLoad_SQSEndpointMustBeAnHTTPURLAndIsNeverEchoed(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Load refused %q: %v", tc.value, err)
 				}
-				if c.SQSEndpoint != tc.value {
-					t.Errorf("SQSEndpoint %q, want %q", c.SQSEndpoint, tc.value)
+				if got := c.Getenv("JETRELAY_SQS_ENDPOINT"); got != tc.value {
+					t.Errorf("JETRELAY_SQS_ENDPOINT %q, want %q", got, tc.value)
 				}
 				return
 			}

@@ -33,7 +33,7 @@ func (e *opsEnv) runPipeline(t *testing.T, tune ...func(*engine.Config)) (*engin
 	for _, f := range tune {
 		f(&cfg)
 	}
-	eng, err := engine.New(store.New(e.redis.Client), e.js, reg, cfg)
+	eng, err := engine.New(e.redis.Client, e.js, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

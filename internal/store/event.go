@@ -10,9 +10,14 @@ import (
 	"time"
 )
 
-// saveEventLua is SAVE_EVENT_LUA of contract §2.1, verbatim, so events
-// jetrelay writes land in Redis exactly as admin's and the reference's do.
-const saveEventLua = `redis.call('SET', KEYS[1], ARGV[1])
+// SaveEventLua is SAVE_EVENT_LUA of contract §2.1 (admin's and the events
+// service's EventRepository), verbatim, so events jetrelay writes land in
+// Redis exactly as admin's and the reference's do. It is the one copy:
+// internal/admin, which plays admin in tests, runs it too.
+//
+//	KEYS = [event:<id>, events:<tenantId>, events:_all, (events:correlation:<cid>)]
+//	ARGV = [json, timestamp epoch millis, id, ttl seconds]
+const SaveEventLua = `redis.call('SET', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
@@ -48,7 +53,7 @@ type NewEvent struct {
 	TTL           time.Duration // at least one second
 }
 
-// eventArgs checks ev and returns saveEventLua's KEYS and ARGV for it.
+// eventArgs checks ev and returns SaveEventLua's KEYS and ARGV for it.
 func eventArgs(ev NewEvent) ([]string, []any, error) {
 	switch {
 	case ev.EventID == "":

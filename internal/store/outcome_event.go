@@ -6,11 +6,11 @@ import (
 )
 
 // casPairEventLua is casPairLua that, once the delivery (and subscription)
-// are written, saves an event with saveEventLua's own text, in the same
-// script: KEYS[3..6] and ARGV[6..9] are saveEventLua's KEYS and ARGV. Reusing
+// are written, saves an event with SaveEventLua's own text, in the same
+// script: KEYS[3..6] and ARGV[6..9] are SaveEventLua's KEYS and ARGV. Reusing
 // both scripts verbatim keeps one definition of the compare-and-set and one
 // of how Cycles stores an event.
-var casPairEventLua = "local function saveEvent(KEYS, ARGV)\n" + saveEventLua + "\nend\n" +
+var casPairEventLua = "local function saveEvent(KEYS, ARGV)\n" + SaveEventLua + "\nend\n" +
 	strings.TrimSuffix(casPairLua, "return 1") +
 	"saveEvent({KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})\nreturn 1"
 

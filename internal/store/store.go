@@ -136,7 +136,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
-		saveEvent:    redis.NewScript(saveEventLua),
+		saveEvent:    redis.NewScript(SaveEventLua),
 		casPairEvent: redis.NewScript(casPairEventLua),
 
 		subs: newSubCache(),
