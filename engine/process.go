@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,6 +22,10 @@ import (
 // secret is assumed to be waiting for it rather than to have none.
 const secretGrace = 30 * time.Second
 
+// msgMissingSecret is upstream 0.1.25.24's error_message for a delivery
+// refused for want of a signing secret.
+const msgMissingSecret = "Webhook signing secret is missing; refusing unsigned delivery"
+
 // handle processes one work item and settles it. It never panics the worker:
 // a panic in a transport is recovered and the item released for a retry.
 func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
@@ -30,11 +35,13 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	handlings := queue.Waits(m) + md.NumDelivered
 	if m.Headers().Get(queue.HeldCheckHeader) != "" {
+		subID := string(m.Data())
 		stop := e.alive.track(m)
-		s := e.checkHeld(ctx, string(m.Data()), md)
+		s := e.checkHeld(ctx, subID, handlings)
 		stop()
-		settle(m, s)
+		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewHeldCheckMsg(e.cfg.Queue, subID, at) })
 		return
 	}
 	id, err := queue.DeliveryID(m)
@@ -46,14 +53,14 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 	stop := e.alive.track(m)
 	s := e.safeProcess(h)
 	stop()
-	settle(m, s)
+	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewScheduleMsg(e.cfg.Queue, id, at) })
 }
 
 func (e *Engine) safeProcess(h *handling) (s settlement) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("delivery processing panicked; will retry", "delivery_id", h.id, "panic", fmt.Sprint(r))
-			s = nakAfter(e.infraDelay(h.md.NumDelivered))
+			s = nakAfter(e.infraDelay(h.handlings()))
 		}
 	}()
 	return e.process(h)
@@ -123,21 +130,21 @@ func (e *Engine) process(h *handling) settlement {
 		return e.infraRetry(h, err)
 	}
 	b := h.b
+	// An unreadable event or subscription record is left for recovery, as
+	// upstream since 0.1.25.18 (not turned into "not found"): an operator
+	// can repair it, and the stale cutoff ends the wait.
+	if errors.Is(b.EventErr, store.ErrCorrupt) || errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
+		return e.infraRetry(h, errors.Join(b.EventErr, b.SubscriptionErr))
+	}
 	// The reference's messages are kept as they are (dashboards and admin
-	// users match on them); an unreadable record is named in the log.
+	// users match on them).
 	if b.EventErr != nil {
-		if errors.Is(b.EventErr, store.ErrCorrupt) {
-			h.log.Error("event record unreadable", "err", b.EventErr)
-		}
 		return e.fail(h, "Event not found: "+d.EventID, "event_not_found")
 	}
 	if b.Event.EventType != "" {
 		h.lab.EventType = b.Event.EventType
 	}
 	if b.SubscriptionErr != nil {
-		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-			h.log.Error("subscription record unreadable", "err", b.SubscriptionErr)
-		}
 		return e.fail(h, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
@@ -193,6 +200,11 @@ func (e *Engine) process(h *handling) settlement {
 		h.log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
 	}
+	if !proto.SecretUsable(secret) && !e.cfg.AllowUnsigned {
+		// Never unsigned (upstream 0.1.25.24): a receiver that verifies
+		// would reject the request, one that does not would trust a forgery.
+		return e.fail(h, msgMissingSecret, "missing_signing_secret")
+	}
 	return e.attempt(h, secret, adm)
 }
 
@@ -220,7 +232,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		TraceID:        traceID,
 		Traceparent:    traceparent,
 		RequestID:      ev.RequestID,
-		Headers:        sub.Headers,
+		Headers:        e.customHeaders(log, lab, sub.Headers),
 		DeliveryID:     d.DeliveryID,
 		SubscriptionID: d.SubscriptionID,
 		Attempt:        attempt,
@@ -249,6 +261,12 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		return nakAfter(0)
 	}
 	adm.sent(o)
+	if o.blocked() {
+		// Refused before any connection: like upstream (0.1.25.22, which
+		// checks before sending) no attempt is recorded and response_status
+		// stays null; ssrf_blocked is terminal and not counted.
+		return e.fail(h, o.message(), o.reason())
+	}
 	if err == nil && res.Outcome == transport.Delivered {
 		return e.recordSuccess(h, o)
 	}
@@ -266,7 +284,7 @@ func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
 // error (Redis unreachable, a write that could not be made). It never
 // consumes an attempt and never fails the delivery.
 func (e *Engine) infraRetry(h *handling, err error) settlement {
-	d := e.infraDelay(h.md.NumDelivered)
+	d := e.infraDelay(h.handlings())
 	e.report(h, Decision{Kind: PutOff, Reason: "infra_error"}, time.Now().Add(d), err.Error())
 	return nakAfter(d)
 }

@@ -38,6 +38,23 @@ func TestLoad_FlagBeatsEnvironmentBeatsDefault(t *testing.T) {
 	}
 }
 
+func TestLoad_InactiveRecheckDefaultsToFiveSecondsAndFollowsTheEnvironment(t *testing.T) {
+	c, err := Load("run", nil, envOf(), io.Discard)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.InactiveRecheck != 5*time.Second {
+		t.Errorf("inactive recheck %s by default, want 5s (the engine's default)", c.InactiveRecheck)
+	}
+	c, err = Load("run", nil, envOf("JETRELAY_INACTIVE_RECHECK", "1s"), io.Discard)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.InactiveRecheck != time.Second {
+		t.Errorf("inactive recheck %s, want the environment's 1s", c.InactiveRecheck)
+	}
+}
+
 func TestLoad_BadValueNamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ env, value string }{
 		{"JETRELAY_WORKERS", "abc"},
@@ -53,6 +70,7 @@ func TestLoad_BadValueNamesTheVariable(t *testing.T) {
 		{"JETRELAY_ROLE", "boss"},
 		{"JETRELAY_LOG_FORMAT", "xml"},
 		{"MANAGEMENT_PORT", "70000"},
+		{"JETRELAY_INACTIVE_RECHECK", "0s"},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			_, err := Load("run", nil, envOf(tc.env, tc.value), io.Discard)
@@ -150,8 +168,8 @@ func TestLoad_SQSEndpointMustBeAnHTTPURLAndIsNeverEchoed(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Load refused %q: %v", tc.value, err)
 				}
-				if c.SQSEndpoint != tc.value {
-					t.Errorf("SQSEndpoint %q, want %q", c.SQSEndpoint, tc.value)
+				if got := c.Getenv("JETRELAY_SQS_ENDPOINT"); got != tc.value {
+					t.Errorf("JETRELAY_SQS_ENDPOINT %q, want %q", got, tc.value)
 				}
 				return
 			}
@@ -194,5 +212,18 @@ func TestGetenv_AnswersLoadedSettingsThenTheEnvironment(t *testing.T) {
 		if got := c.Getenv(key); got != want {
 			t.Errorf("Getenv(%s) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+func TestLoad_WithoutEncryptionKeyRefusesToStartOnlyWhenPlaintextIsDisallowed(t *testing.T) {
+	if _, err := Load("run", nil, envOf(), io.Discard); err != nil {
+		t.Errorf("default (plaintext allowed) without a key: %v", err)
+	}
+	_, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ENCRYPTION_KEY") || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ALLOW_PLAINTEXT") {
+		t.Errorf("err = %v, want a refusal naming both settings (upstream 0.1.25.24)", err)
+	}
+	if _, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false", "WEBHOOK_SECRET_ENCRYPTION_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="), io.Discard); err != nil {
+		t.Errorf("with a key: %v", err)
 	}
 }
