@@ -157,14 +157,14 @@ func (s *Server) launch() error {
 	return nil
 }
 
-// awaitTCP waits until the server accepts connections, or fails at once if
-// it exited.
+// awaitTCP waits until the server accepts sessions over TCP (pg_isready: a
+// server still starting up accepts the connection but refuses the session,
+// which pg_ctl -w used to wait out), or fails at once if it exited.
 func (s *Server) awaitTCP(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		err := exec.CommandContext(ctx, filepath.Join(s.bindir, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres").Run()
 		if err == nil {
-			c.Close()
 			return nil
 		}
 		select {
