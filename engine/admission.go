@@ -41,7 +41,7 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 	}
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {
-		e.inflight.release(sub, 0)
+		e.inflight.release(sub, 0, errNotAttempted)
 		return nil, putOffReason{until, "breaker_open"}, false
 	}
 	return &admission{e: e, sub: sub, done: done, result: errNotAttempted}, putOffReason{}, true
@@ -56,7 +56,7 @@ func (a *admission) sent(o outcome) {
 
 func (a *admission) close() {
 	a.done(a.result)
-	a.e.inflight.release(a.sub, a.took)
+	a.e.inflight.release(a.sub, a.took, a.result)
 }
 
 func later(a, b time.Time) time.Time {

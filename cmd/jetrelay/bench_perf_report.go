@@ -343,7 +343,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 }
 
 func engineDefaults() string {
-	return fmt.Sprintf("%d workers, MaxAckPending %d, at most a quarter of the workers sending to one subscription at once", engine.DefaultWorkers, queue.DefaultMaxAckPending)
+	return fmt.Sprintf("%d workers, MaxAckPending %d, adaptive per-subscription in-flight limits with no bound but the workers", engine.DefaultWorkers, queue.DefaultMaxAckPending)
 }
 
 // caseNotes says what each case did beyond its title.

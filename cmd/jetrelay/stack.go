@@ -183,6 +183,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			return nil, err
 		}
 		s.metrics.WatchBreakers(s.engine.BreakerStats)
+		s.metrics.WatchLimits(func() []engine.SubscriptionLimit { return s.engine.Limits(0) })
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)

@@ -37,9 +37,10 @@ type LimitConfig struct {
 	// Backoff multiplies the limit on every drop, default 0.8: after a wave
 	// of timeouts as large as the limit, about one send is left.
 	Backoff float64
-	// Baseline is the time constant with which the no-load latency follows
-	// a lasting change (an endpoint that became slower for good is not
-	// held at 1 forever), default 30s.
+	// Baseline is how long the lowest latency seen stands for the
+	// endpoint's no-load latency, default 30s: the limit's own cuts bring
+	// fresh low-load answers well within it, and an endpoint that became
+	// slower for good is not held at 1 for longer than that.
 	Baseline time.Duration
 }
 
@@ -71,9 +72,11 @@ func (c LimitConfig) withDefaults() LimitConfig {
 // signal, in the spirit of TCP Vegas and Netflix's concurrency-limits.
 //
 //   - A healthy answer while the limit is in use (at least half of it
-//     running) raises the limit by one. Every send of a round trip does,
-//     so a fast endpoint's limit doubles about every round trip, like TCP
-//     slow start: a 1 ms endpoint reaches the whole pool in milliseconds.
+//     running) raises it, as in TCP Reno: by one until the first cut (slow
+//     start: the limit doubles every round trip, so a 1 ms endpoint reaches
+//     the whole pool in milliseconds), by 1/limit after it (congestion
+//     avoidance: one more send per round trip, probing gently near the
+//     level that was too much).
 //   - A drop (no answer, 5xx, 429, a throttle) multiplies it by Backoff:
 //     a black hole's wave of timeouts takes it to about 1.
 //   - A latency above Tolerance × the endpoint's no-load latency + Slack
@@ -86,23 +89,27 @@ func (c LimitConfig) withDefaults() LimitConfig {
 // that do not answer at all (a send that times out holds a worker for the
 // whole attempt timeout); drops must cut hard. AIMD also converges to a
 // fair share among endpoints that contend for the same resource
-// (Chiu and Jain, 1989). The latency signal is Gradient2's: a short-term
-// average against a slowly following long-term one.
+// (Chiu and Jain, 1989). The latency signal compares a short-term average
+// (as Netflix's Gradient2) with the lowest latency of the last Baseline
+// (as TCP Vegas and Envoy's adaptive concurrency compare with a minimum
+// round trip): an average that follows the latency up would let an
+// overloaded endpoint's queue creep back.
 //
 // A Limit is not safe for concurrent use: Pool serializes it.
 type Limit struct {
 	cfg     LimitConfig
 	limit   float64
-	short   float64 // recent latency, ns (moving average over ~5 answers)
-	long    float64 // no-load latency, ns: follows short down at once, up over cfg.Baseline
-	last    time.Time
+	short   float64    // recent latency, ns (moving average over ~5 answers)
+	lowest  [2]float64 // lowest latency, ns, of this half of the Baseline window and of the previous one (0: none)
+	half    time.Time  // when this half began
 	lastCut time.Time
+	probe   float64 // slow start below this limit, congestion avoidance above
 }
 
 // NewLimit returns an endpoint's limit at cfg.Initial.
 func NewLimit(cfg LimitConfig) *Limit {
 	cfg = cfg.withDefaults()
-	return &Limit{cfg: cfg, limit: float64(cfg.Initial)}
+	return &Limit{cfg: cfg, limit: float64(cfg.Initial), probe: float64(cfg.Max)}
 }
 
 // Value is the current limit, between 1 and Max.
@@ -116,30 +123,44 @@ func (l *Limit) Latency() time.Duration { return time.Duration(l.short) }
 func (l *Limit) Update(s Sample) {
 	if s.Dropped {
 		l.limit = max(1, l.limit*l.cfg.Backoff)
+		l.probe = l.limit
 		return
 	}
-	x := float64(s.Latency)
+	x := max(1, float64(s.Latency))
 	if l.short == 0 {
-		l.short, l.long, l.last = x, x, s.At
+		l.short = x
 	} else {
 		l.short += (x - l.short) / 5
-		if l.short < l.long {
-			l.long = l.short
-		} else if dt := s.At.Sub(l.last); dt > 0 {
-			l.long += (l.short - l.long) * min(1, float64(dt)/float64(l.cfg.Baseline))
-		}
-		l.last = s.At
 	}
-	if g := (l.cfg.Tolerance*l.long + float64(l.cfg.Slack)) / l.short; g < 1 {
+	// The no-load latency is the lowest seen over the last Baseline (as
+	// TCP Vegas and BBR take the minimum round trip), kept in two halves
+	// so that old lows age out without storing every answer.
+	if s.At.Sub(l.half) >= l.cfg.Baseline/2 {
+		l.lowest = [2]float64{0, l.lowest[0]}
+		l.half = s.At
+	}
+	if l.lowest[0] == 0 || x < l.lowest[0] {
+		l.lowest[0] = x
+	}
+	base := l.lowest[0]
+	if l.lowest[1] > 0 {
+		base = min(base, l.lowest[1])
+	}
+	if g := (l.cfg.Tolerance*base + float64(l.cfg.Slack)) / l.short; g < 1 {
 		// Once per round trip: the answers still coming back were sent
 		// before the last cut and say nothing about it.
 		if s.At.Sub(l.lastCut) >= time.Duration(l.short) {
 			l.limit = max(1, l.limit*max(0.5, g))
+			l.probe = l.limit
 			l.lastCut = s.At
 		}
 		return
 	}
 	if 2*s.InFlight >= int(math.Ceil(l.limit)) {
-		l.limit = min(float64(l.cfg.Max), l.limit+1)
+		step := 1.0
+		if l.limit >= l.probe {
+			step = 1 / l.limit
+		}
+		l.limit = min(float64(l.cfg.Max), l.limit+step)
 	}
 }

@@ -58,7 +58,7 @@ func TestLimit_ShrinksWhenLatencyRisesAndRegrowsWhenItFalls(t *testing.T) {
 		t.Fatalf("limit after latency rose from 20ms to 200ms = %d (was %d), want it shrunk toward 1", got, grown)
 	}
 	feed(l, &at, 200, 20*time.Millisecond, false, time.Millisecond)
-	if got := l.Value(); got < 32 {
+	if got := l.Value(); got < 16 {
 		t.Fatalf("limit after latency fell back to 20ms = %d, want it grown again", got)
 	}
 }
