@@ -33,7 +33,7 @@ type putOffReason struct {
 // admit takes an in-flight slot and the breaker's consent for a send to
 // subscription sub, or says how long to put the delivery off.
 func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admission, putOffReason, bool) {
-	ok, back := e.inflight.acquire(ctx, sub, e.cfg.BusyWaitMin)
+	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
 		// Come back about when a slot should be free again, at least
 		// BusyWaitMin from now.

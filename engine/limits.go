@@ -25,10 +25,9 @@ func newInflight(workers, bound int, fast time.Duration) *inflight {
 }
 
 // acquire takes a send slot for subscription id, or says when the delivery
-// should come back (adaptive.Pool.Acquire; guess stands in for the send
-// time until one came back).
-func (l *inflight) acquire(ctx context.Context, id string, guess time.Duration) (bool, time.Time) {
-	return l.pool.Acquire(ctx, id, guess)
+// should come back (adaptive.Pool.Acquire).
+func (l *inflight) acquire(ctx context.Context, id string) (bool, time.Time) {
+	return l.pool.Acquire(ctx, id)
 }
 
 // release returns a slot, teaching the subscription's limit what the send

@@ -103,12 +103,13 @@ type Pool struct {
 }
 
 type endpoint struct {
-	limit    *Limit
-	inflight int
-	waiting  int           // workers waiting for a slot
-	wake     chan struct{} // closed (and replaced) when a slot frees while workers wait
-	nextFree time.Time     // when the last delivery turned away can expect a slot
-	lastUsed time.Time
+	limit     *Limit
+	inflight  int
+	waiting   int           // workers waiting for a slot
+	wake      chan struct{} // closed (and replaced) when a slot frees while workers wait
+	nextFree  time.Time     // when the last delivery turned away can expect a slot
+	firstSend time.Time     // before the first answer: when the oldest running send started
+	lastUsed  time.Time
 }
 
 func (e *endpoint) busy() bool { return e.inflight+e.waiting > 0 }
@@ -120,14 +121,16 @@ func NewPool(cfg PoolConfig) *Pool {
 }
 
 // Acquire takes a send slot for endpoint id. If none is free and the
-// endpoint answers fast, it waits up to FastAnswer for one. Otherwise it
-// returns false and when the delivery should come back: deliveries turned
-// away queue up virtually behind each other, one send time divided by the
-// endpoint's limit apart (guess stands in for the send time until one came
-// back), so ten thousand deliveries to a slow endpoint come back about as
-// fast as it can take them, not all at once. A true result must be
-// followed by exactly one Release.
-func (p *Pool) Acquire(ctx context.Context, id string, guess time.Duration) (bool, time.Time) {
+// endpoint answers fast, or has not answered yet but may still prove fast,
+// it waits up to FastAnswer for one. Otherwise it returns false and when
+// the delivery should come back: deliveries turned away queue up virtually
+// behind each other, one send time divided by the endpoint's limit apart
+// (before the first answer, the time the first send has been running,
+// FastAnswer at least, stands in for the send time), so ten thousand
+// deliveries to a slow endpoint come back about as fast as it can take
+// them, not all at once. A true result must be followed by exactly one
+// Release.
+func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
@@ -138,18 +141,15 @@ func (p *Pool) Acquire(ctx context.Context, id string, guess time.Duration) (boo
 		p.keys[id] = e
 	}
 	e.lastUsed = now
-	if p.take(e) {
-		return true, time.Time{}
-	}
-	// Only an endpoint known to answer fast is worth a worker's wait, and
-	// no more workers wait than it has sends running: a backlog must not
-	// park the pool behind one endpoint.
-	if p.fast(e) && e.waiting < e.inflight && p.wait(ctx, e) {
+	if p.take(e, now) {
 		return true, time.Time{}
 	}
 	latency := e.limit.Latency()
 	if latency == 0 {
-		latency = guess
+		latency = max(now.Sub(e.firstSend), p.cfg.FastAnswer)
+	}
+	if p.mayWait(e, now) && p.wait(ctx, e) {
+		return true, time.Time{}
 	}
 	if e.nextFree.Before(now) {
 		e.nextFree = now.Add(latency)
@@ -157,6 +157,23 @@ func (p *Pool) Acquire(ctx context.Context, id string, guess time.Duration) (boo
 		e.nextFree = e.nextFree.Add(latency / time.Duration(p.capacity(e)))
 	}
 	return false, e.nextFree
+}
+
+// mayWait says whether a worker should wait for a slot of e, p.mu held.
+// Only an endpoint that answers fast is worth a worker's wait, and no more
+// workers wait than it has sends running: a backlog must not park the pool
+// behind one endpoint. Until its first answer, an endpoint whose first
+// send is younger than FastAnswer may be fast too: all but the Reserve
+// workers may wait for it, so a new fast endpoint's backlog is not put off
+// for a guessed send time while its limit grows.
+func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
+	switch {
+	case p.fast(e):
+		return e.waiting < e.inflight
+	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
+		return e.waiting+e.inflight < p.cfg.Workers-p.cfg.Reserve
+	}
+	return false
 }
 
 // wait waits, p.mu held, up to FastAnswer for a slot of e and takes it.
@@ -185,19 +202,22 @@ func (p *Pool) wait(ctx context.Context, e *endpoint) bool {
 			return false
 		}
 		p.mu.Lock()
-		if p.take(e) {
+		if p.take(e, p.cfg.Now()) {
 			return true
 		}
 	}
 }
 
 // take starts a send of e if its capacity allows, p.mu held.
-func (p *Pool) take(e *endpoint) bool {
+func (p *Pool) take(e *endpoint, now time.Time) bool {
 	if e.inflight >= p.capacity(e) {
 		return false
 	}
 	if !e.busy() {
 		p.busy++
+	}
+	if e.inflight == 0 && e.limit.Latency() == 0 {
+		e.firstSend = now // no send has ended yet: this one is the oldest running
 	}
 	e.inflight++
 	p.inflight++

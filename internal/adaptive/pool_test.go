@@ -90,18 +90,18 @@ func TestPool_SlowEndpointsShareThePoolFairly(t *testing.T) {
 func TestPool_AFastEndpointAtItsLimitIsWaitedForNotTurnedAway(t *testing.T) {
 	p := NewPool(PoolConfig{Workers: 8, Max: 1})
 	ctx := context.Background()
-	if ok, _ := p.Acquire(ctx, "a", time.Second); !ok {
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
 		t.Fatal("first send refused")
 	}
 	p.Release("a", time.Millisecond, Healthy) // now known to be fast
-	if ok, _ := p.Acquire(ctx, "a", time.Second); !ok {
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
 		t.Fatal("second send refused")
 	}
 	go func() {
 		time.Sleep(10 * time.Millisecond) // the send's own duration, not a wait for an event
 		p.Release("a", time.Millisecond, Healthy)
 	}()
-	if ok, _ := p.Acquire(ctx, "a", time.Second); !ok {
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
 		t.Fatal("a fast endpoint at its limit was turned away instead of waited for")
 	}
 }
@@ -110,14 +110,18 @@ func TestPool_TurnedAwayDeliveriesComeBackSpreadOverTheEndpointsPace(t *testing.
 	now := time.Unix(0, 0)
 	p := NewPool(PoolConfig{Workers: 8, Max: 2, Now: func() time.Time { return now }})
 	ctx := context.Background()
+	if ok, _ := p.Acquire(ctx, "slow"); !ok {
+		t.Fatal("first send refused")
+	}
+	p.Release("slow", time.Second, Healthy) // a send takes a second
 	for range 2 {
-		if ok, _ := p.Acquire(ctx, "slow", time.Second); !ok {
+		if ok, _ := p.Acquire(ctx, "slow"); !ok {
 			t.Fatal("send under the limit refused")
 		}
 	}
 	var backs []time.Time
 	for range 5 {
-		ok, back := p.Acquire(ctx, "slow", time.Second)
+		ok, back := p.Acquire(ctx, "slow")
 		if ok {
 			t.Fatal("send over the limit admitted")
 		}
@@ -138,10 +142,10 @@ func TestPool_ForgetsIdleEndpointsAndListsTheBusiest(t *testing.T) {
 	for i := range 20 {
 		id := fmt.Sprintf("sub_%02d", i)
 		for range i % 5 {
-			p.Acquire(ctx, id, time.Second)
+			p.Acquire(ctx, id)
 		}
 		if i%5 == 0 {
-			p.Acquire(ctx, id, time.Second)
+			p.Acquire(ctx, id)
 			p.Release(id, time.Millisecond, Healthy)
 		}
 	}
@@ -150,8 +154,29 @@ func TestPool_ForgetsIdleEndpointsAndListsTheBusiest(t *testing.T) {
 		t.Fatalf("busiest 3 = %+v, want three endpoints with 4 sends running, sub_04 first", top)
 	}
 	now = now.Add(2 * time.Minute)
-	p.Acquire(ctx, "sub_new", time.Second) // sweeps
+	p.Acquire(ctx, "sub_new") // sweeps
 	if got := len(p.Busiest(100, time.Hour)); got != 17 {
 		t.Fatalf("after two idle minutes the pool lists %d endpoints, want 17 (16 with sends running, the new one; the idle ones forgotten)", got)
+	}
+}
+
+func TestPool_BeforeTheFirstAnswerTurnedAwayDeliveriesAreSpacedByTheOldestSendsAge(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 8, Max: 2, Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // turned away at once instead of waiting (real time does not pass here)
+	for range 2 {
+		if ok, _ := p.Acquire(ctx, "new"); !ok {
+			t.Fatal("send under the limit refused")
+		}
+	}
+	now = now.Add(3 * time.Second) // no answer yet after 3s: a send takes at least that
+	_, first := p.Acquire(ctx, "new")
+	_, second := p.Acquire(ctx, "new")
+	if got := first.Sub(now); got != 3*time.Second {
+		t.Errorf("first turned-away delivery comes back after %v, want 3s (the running send's age)", got)
+	}
+	if got := second.Sub(first); got != 1500*time.Millisecond {
+		t.Errorf("the next one %v later, want 1.5s (that age divided by the limit)", got)
 	}
 }

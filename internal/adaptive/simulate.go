@@ -51,7 +51,7 @@ func Simulate(cfg PoolConfig, models []Model, d, step time.Duration) [][]Point {
 		for tried := 0; free > 0 && tried < len(models); tried++ {
 			i := next % len(models)
 			next++
-			if ok, _ := p.Acquire(ctx, ids[i], time.Second); !ok {
+			if ok, _ := p.Acquire(ctx, ids[i]); !ok {
 				continue
 			}
 			tried = -1
