@@ -19,8 +19,8 @@ stop that.
   toward one send as its latency rises, it times out or it fails, so a black
   hole soon holds one worker (until the request timeout,
   ` + "`JETRELAY_HTTP_REQUEST_TIMEOUT`" + `). An endpoint answering slower than
-  100 ms on average leaves an eighth of the workers to the others and, when
-  several are busy, gets its fair share of the rest. A further delivery to a
+  100 ms on average holds at most a quarter of the workers while others are
+  being sent to, and never the last eighth. A further delivery to a
   subscription at its limit is not queued behind it: if the subscription
   answers fast (under 100 ms on average) the worker waits briefly for a slot,
   otherwise the delivery is put off, without using an attempt: deliveries

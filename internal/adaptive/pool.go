@@ -28,6 +28,11 @@ type PoolConfig struct {
 	// a delivery to anyone else always finds a worker without waiting for
 	// a slow send to end. Default an eighth of the workers.
 	Reserve int
+	// Company is the most sends a slow endpoint may run while others were
+	// sent to within the last second: what it may hold of the workers the
+	// others need. Default a quarter of the workers (the fixed limit
+	// jetrelay had before it adapted).
+	Company int
 	// Idle is how long an endpoint's learned limit is kept after its last
 	// send, default 5m.
 	Idle time.Duration
@@ -54,6 +59,9 @@ func (c PoolConfig) withDefaults() PoolConfig {
 		c.Reserve = c.Workers / 8
 	}
 	c.Reserve = min(c.Reserve, c.Workers-1)
+	if c.Company <= 0 {
+		c.Company = max(1, c.Workers/4)
+	}
 	if c.Idle <= 0 {
 		c.Idle = 5 * time.Minute
 	}
@@ -86,10 +94,12 @@ const (
 //   - it answers fast (under FastAnswer): such an endpoint frees a worker
 //     within moments, so sharing the pool in arrival order is fair to
 //     everyone else, and it may use all of it;
-//   - or, answering slowly, it leaves Reserve workers to the others, or is
-//     within its fair share, (Workers - Reserve) divided among the busy
-//     endpoints: a slow endpoint's backlog can neither take every worker
-//     nor be starved by other slow endpoints.
+//   - or, answering slowly, it is within its fair share, (Workers -
+//     Reserve) divided among the busy endpoints, or leaves Reserve workers
+//     free; and, while other endpoints are being sent to, within Company:
+//     a slow endpoint's backlog can neither take the workers others need
+//     nor be starved by other slow endpoints, and alone it may use all but
+//     the Reserve.
 //
 // Idle endpoints are forgotten after Idle, so memory follows the endpoints
 // being sent to. All methods are safe for concurrent use.
@@ -100,9 +110,14 @@ type Pool struct {
 	inflight  int // sends running, all endpoints
 	busy      int // endpoints with a send running or a worker waiting
 	lastSweep time.Time
+	// The last endpoint that asked for a slot, when, and when another one
+	// last did: whether anyone but e is being sent to, in O(1).
+	lastID         string
+	lastAt, prevAt time.Time
 }
 
 type endpoint struct {
+	id        string
 	limit     *Limit
 	inflight  int
 	waiting   int           // workers waiting for a slot
@@ -137,10 +152,14 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	p.sweep(now)
 	e := p.keys[id]
 	if e == nil {
-		e = &endpoint{limit: NewLimit(p.cfg.Limit), wake: make(chan struct{})}
+		e = &endpoint{id: id, limit: NewLimit(p.cfg.Limit), wake: make(chan struct{})}
 		p.keys[id] = e
 	}
 	e.lastUsed = now
+	if id != p.lastID {
+		p.lastID, p.prevAt = id, p.lastAt
+	}
+	p.lastAt = now
 	if p.take(e, now) {
 		return true, time.Time{}
 	}
@@ -237,7 +256,21 @@ func (p *Pool) capacity(e *endpoint) int {
 	usable := p.cfg.Workers - p.cfg.Reserve
 	share := usable / busy
 	room := usable - (p.inflight - e.inflight)
-	return max(1, min(limit, max(share, room)))
+	most := max(share, room)
+	if p.othersActive(e) {
+		most = min(most, p.cfg.Company)
+	}
+	return max(1, min(limit, most))
+}
+
+// othersActive reports whether an endpoint other than e asked for a slot
+// within the last second, p.mu held.
+func (p *Pool) othersActive(e *endpoint) bool {
+	other := p.lastAt
+	if p.lastID == e.id {
+		other = p.prevAt
+	}
+	return !other.IsZero() && p.cfg.Now().Sub(other) < time.Second
 }
 
 // fast reports whether e is known to answer within FastAnswer.

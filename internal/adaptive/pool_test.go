@@ -82,8 +82,8 @@ func TestPool_ABlackHoleIsCutToOneAndNeverHoldsTheReserve(t *testing.T) {
 func TestPool_SlowEndpointsShareThePoolFairly(t *testing.T) {
 	series := Simulate(PoolConfig{Workers: 64, Initial: 64}, []Model{constant(2 * time.Second), constant(2 * time.Second)}, 20*time.Second, time.Second)
 	a, b := last(series[0]), last(series[1])
-	if a.InFlight+b.InFlight > 56 || a.InFlight < 20 || b.InFlight < 20 {
-		t.Fatalf("two slow endpoints with endless backlogs run %d and %d sends; want a fair share each within 56 (the reserve kept)", a.InFlight, b.InFlight)
+	if a.InFlight != b.InFlight || a.InFlight < 16 || a.InFlight+b.InFlight > 56 {
+		t.Fatalf("two slow endpoints with endless backlogs run %d and %d sends; want the same share each, a quarter of the pool at least, the reserve kept", a.InFlight, b.InFlight)
 	}
 }
 
@@ -178,5 +178,31 @@ func TestPool_BeforeTheFirstAnswerTurnedAwayDeliveriesAreSpacedByTheOldestSendsA
 	}
 	if got := second.Sub(first); got != 1500*time.Millisecond {
 		t.Errorf("the next one %v later, want 1.5s (that age divided by the limit)", got)
+	}
+}
+
+func TestPool_ASlowEndpointHoldsItsShareBesideOthersAndAllButTheReserveAlone(t *testing.T) {
+	cfg := PoolConfig{Workers: 64}
+	cases := []struct {
+		fast, most int
+	}{
+		{1, 16}, // a quarter of the pool, though half of 56 is more
+		{5, 16},
+	}
+	for _, c := range cases {
+		models := []Model{constant(2 * time.Second)}
+		for range c.fast {
+			models = append(models, constant(time.Millisecond))
+		}
+		beside := Simulate(cfg, models, 30*time.Second, time.Second)
+		for _, p := range beside[0] {
+			if p.InFlight > c.most {
+				t.Fatalf("slow endpoint beside %d busy fast ones ran %d sends at %v, want %d at most", c.fast, p.InFlight, p.At, c.most)
+			}
+		}
+	}
+	alone := Simulate(cfg, []Model{constant(2 * time.Second)}, 30*time.Second, time.Second)
+	if p := last(alone[0]); p.InFlight != 64-64/8 {
+		t.Fatalf("slow endpoint alone runs %d sends, want all but the reserve (56)", p.InFlight)
 	}
 }
