@@ -46,7 +46,7 @@ type limitsEndpoint struct {
 // 100 ms; the recovering one is a black hole (5 s timeouts) until half of
 // the run, then healthy again; the fast one answers in 2 ms throughout.
 func limitsEndpoints(length time.Duration) []limitsEndpoint {
-	slowFrom, upFrom := length/3, length/2
+	slowFrom, upFrom := (length / 3).Round(100*time.Millisecond), (length / 2).Round(100*time.Millisecond)
 	return []limitsEndpoint{
 		{"slow", fmt.Sprintf("10 ms with 8 requests served at once; from %s on, one request at a time in 100 ms", slowFrom),
 			color.RGBA{0xd9, 0x48, 0x1c, 0xff}, func(at time.Duration, inflight int) (time.Duration, bool) {
