@@ -146,10 +146,13 @@ func (l *Limit) Update(s Sample) {
 	if l.lowest[1] > 0 {
 		base = min(base, l.lowest[1])
 	}
-	if g := (l.cfg.Tolerance*base + float64(l.cfg.Slack)) / l.short; g < 1 {
+	threshold := l.cfg.Tolerance*base + float64(l.cfg.Slack)
+	if g := threshold / l.short; g < 1 {
 		// Once per round trip: the answers still coming back were sent
-		// before the last cut and say nothing about it.
-		if s.At.Sub(l.lastCut) >= time.Duration(l.short) {
+		// before the last cut and say nothing about it. And only while
+		// this answer is slow too: an average still high from one slow
+		// start (a new connection) is not queueing.
+		if s.At.Sub(l.lastCut) >= time.Duration(l.short) && x > threshold {
 			l.limit = max(1, l.limit*max(0.5, g))
 			l.probe = l.limit
 			l.lastCut = s.At

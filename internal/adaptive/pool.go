@@ -179,16 +179,19 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 }
 
 // mayWait says whether a worker should wait for a slot of e, p.mu held.
-// Only an endpoint that answers fast is worth a worker's wait, and no more
-// workers wait than it has sends running: a backlog must not park the pool
-// behind one endpoint. Until its first answer, an endpoint whose first
-// send is younger than FastAnswer may be fast too: all but the Reserve
-// workers may wait for it, so a new fast endpoint's backlog is not put off
-// for a guessed send time while its limit grows.
+// Only an endpoint that answers fast is worth a worker's wait, and only as
+// many wait as its sends free slots for within FastAnswer (Little's law:
+// capacity × FastAnswer ÷ latency): a backlog must not park the pool
+// behind one endpoint, nor be put off far into the future while its limit
+// is briefly low. Until its first answer, an endpoint whose first send is
+// younger than FastAnswer may be fast too: all but the Reserve workers may
+// wait for it, so a new fast endpoint's backlog is not put off for a
+// guessed send time while its limit grows.
 func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
 	switch {
 	case p.fast(e):
-		return e.waiting < e.inflight
+		served := float64(p.capacity(e)) * float64(p.cfg.FastAnswer) / float64(e.limit.Latency())
+		return e.waiting < max(e.inflight, int(served))
 	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
 		return e.waiting+e.inflight < p.cfg.Workers-p.cfg.Reserve
 	}

@@ -55,8 +55,10 @@ func TestPool_AnOverloadedEndpointShrinksTowardOneWhileAHealthyOneGrows(t *testi
 		sum += p.Limit
 		lowest = min(lowest, p.Limit)
 	}
-	if mean := float64(sum) / float64(len(series[0])-len(series[0])/2); mean > 6 || lowest > 1 {
-		t.Fatalf("endpoint serving one request at a time: mean limit %.1f, lowest %d over the last 5s; want it near 1", mean, lowest)
+	// 2 is what the tolerance allows: one request waiting doubles the
+	// latency of 20 ms to 40 ms = 1.5 × 20 ms + 10 ms.
+	if mean := float64(sum) / float64(len(series[0])-len(series[0])/2); mean > 3 || lowest > 2 {
+		t.Fatalf("endpoint serving one request at a time: mean limit %.1f, lowest %d over the last 5s; want it at 1 or 2", mean, lowest)
 	}
 	if p := last(series[1]); p.Limit < 32 {
 		t.Fatalf("healthy endpoint beside it: limit %d, want it grown past the old fixed 16", p.Limit)
