@@ -163,12 +163,15 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	if p.take(e, now) {
 		return true, time.Time{}
 	}
+	if p.mayWait(e, now) {
+		if p.wait(ctx, e) {
+			return true, time.Time{}
+		}
+		now = p.cfg.Now()
+	}
 	latency := e.limit.Latency()
 	if latency == 0 {
 		latency = max(now.Sub(e.firstSend), p.cfg.FastAnswer)
-	}
-	if p.mayWait(e, now) && p.wait(ctx, e) {
-		return true, time.Time{}
 	}
 	if e.nextFree.Before(now) {
 		e.nextFree = now.Add(latency)

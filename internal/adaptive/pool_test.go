@@ -90,7 +90,9 @@ func TestPool_SlowEndpointsShareThePoolFairly(t *testing.T) {
 }
 
 func TestPool_AFastEndpointAtItsLimitIsWaitedForNotTurnedAway(t *testing.T) {
-	p := NewPool(PoolConfig{Workers: 8, Max: 1})
+	// A generous FastAnswer: the wait must end with the release, however
+	// loaded the machine is.
+	p := NewPool(PoolConfig{Workers: 8, Max: 1, FastAnswer: time.Minute})
 	ctx := context.Background()
 	if ok, _ := p.Acquire(ctx, "a"); !ok {
 		t.Fatal("first send refused")
@@ -99,11 +101,23 @@ func TestPool_AFastEndpointAtItsLimitIsWaitedForNotTurnedAway(t *testing.T) {
 	if ok, _ := p.Acquire(ctx, "a"); !ok {
 		t.Fatal("second send refused")
 	}
+	got := make(chan bool)
 	go func() {
-		time.Sleep(10 * time.Millisecond) // the send's own duration, not a wait for an event
-		p.Release("a", time.Millisecond, Healthy)
+		ok, _ := p.Acquire(ctx, "a")
+		got <- ok
 	}()
-	if ok, _ := p.Acquire(ctx, "a"); !ok {
+	waiting := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.keys["a"].waiting == 1
+	}
+	for deadline := time.Now().Add(time.Minute); !waiting(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the third send neither waited nor returned")
+		}
+	}
+	p.Release("a", time.Millisecond, Healthy)
+	if !<-got {
 		t.Fatal("a fast endpoint at its limit was turned away instead of waited for")
 	}
 }
