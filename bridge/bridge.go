@@ -100,7 +100,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.heartbeatLoop(ctx) })
 	wg.Go(func() { b.promoteLoop(ctx) })
-	wg.Go(func() { b.deferredLoop(ctx) })
 	b.dispatchLoop(ctx)
 	wg.Wait()
 
@@ -214,8 +213,8 @@ type Stats struct {
 	Adopted uint64
 	// Promoted is ids promoted from the legacy dispatch:retry ZSET.
 	Promoted uint64
-	// Undeferred is deliveries brought back from jetrelay:deferred, where
-	// the engine parks what it puts off.
+	// Undeferred is deliveries an older jetrelay left parked in
+	// jetrelay:deferred, moved into dispatch:pending once at start-up.
 	Undeferred uint64
 	// Quarantined is malformed ids moved to dispatch:failed.
 	Quarantined uint64

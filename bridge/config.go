@@ -30,7 +30,6 @@ const (
 	DefaultBatchSize      = 256
 	DefaultBlockTimeout   = time.Second
 	DefaultRetryPoll      = time.Second
-	DefaultDeferredPoll   = 250 * time.Millisecond
 	DefaultHeartbeatTTL   = 15 * time.Second
 	DefaultPublishTimeout = 5 * time.Second
 )
@@ -59,9 +58,6 @@ type Config struct {
 	// RetryPoll is how often due ids are promoted from the legacy
 	// dispatch:retry ZSET (default 1s).
 	RetryPoll time.Duration
-	// DeferredPoll is how often due deliveries parked by the engine in
-	// jetrelay:deferred are brought back into the stream. Default 250ms.
-	DeferredPoll time.Duration
 	// HeartbeatTTL is the lifetime of this instance's heartbeat key; it is
 	// refreshed every TTL/3. Another bridge adopts this instance's processing
 	// list once the key has expired, and scans for such orphans every TTL
@@ -99,9 +95,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BlockTimeout == 0 {
 		c.BlockTimeout = DefaultBlockTimeout
 	}
-	if c.DeferredPoll == 0 {
-		c.DeferredPoll = DefaultDeferredPoll
-	}
 	if c.RetryPoll == 0 {
 		c.RetryPoll = DefaultRetryPoll
 	}
@@ -130,9 +123,6 @@ func (c Config) validate() error {
 	}
 	if c.BlockTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("block timeout %s must be at least 1s (go-redis truncates below it)", c.BlockTimeout))
-	}
-	if c.DeferredPoll <= 0 {
-		errs = append(errs, fmt.Errorf("deferred poll %s must be positive", c.DeferredPoll))
 	}
 	if c.RetryPoll <= 0 {
 		errs = append(errs, fmt.Errorf("retry poll %s must be positive", c.RetryPoll))

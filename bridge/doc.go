@@ -11,7 +11,12 @@
 // so the bridge checks such duplicates and republishes them under a derived
 // msg id while the delivery record still asks for delivery. It also
 // promotes due ids from a legacy dispatch:retry ZSET left by the reference
-// service, so switching over loses nothing.
+// service, so switching over loses nothing, and once at start-up moves
+// whatever an older jetrelay parked in jetrelay:deferred into
+// dispatch:pending (retries and put-offs now wait in JetStream). When the
+// queue config sets MaxMsgs or MaxBytes, the bridge publishes no more than
+// the stream has room for (queue.Room) and keeps the rest in Redis: the
+// stream itself has no limits, which would evict waiting work.
 //
 // It needs Redis 6.2 or later (LMOVE, BLMOVE) on a single node or behind
 // Sentinel: the keys are the reference service's names, and on Redis Cluster

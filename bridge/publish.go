@@ -87,6 +87,11 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 			errs = append(errs, err)
 		}
 	}
+	good, full, err := b.fit(actx, good)
+	remaining = append(remaining, full...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	acked, dups, failed, err := b.publish(good, b.traceParents(actx, good))
 	remaining = append(remaining, failed...)
 	if err != nil {
@@ -114,6 +119,24 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 		return remaining, errs[0]
 	}
 	return remaining, nil
+}
+
+// fit splits ids into those that fit under the stream's MaxMsgs/MaxBytes
+// back-pressure (queue.Room) and those that must wait in Redis. The stream
+// has no limits of its own, because a limit would evict scheduled retries and
+// held deliveries; this check is what keeps intake bounded instead. When the
+// room cannot be read, nothing is held back: an unlimited stream is the
+// lossless side to err on.
+func (b *Bridge) fit(ctx context.Context, ids []string) (fit, wait []string, err error) {
+	room, err := queue.Room(ctx, b.js, b.cfg.Queue)
+	if err != nil {
+		b.log.Warn("cannot read the dispatch stream's room; publishing anyway", "err", err)
+		return ids, nil, nil
+	}
+	if room == queue.Unlimited || room >= int64(len(ids)) {
+		return ids, nil, nil
+	}
+	return ids[:room], ids[room:], queue.ErrStreamFull
 }
 
 // publish sends every id asynchronously with Nats-Msg-Id = id, then waits

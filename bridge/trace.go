@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,30 +77,6 @@ func (b *Bridge) startPublish(parent context.Context, msg *nats.Msg, id string, 
 	}
 	propagation.TraceContext{}.Inject(ctx, telemetry.NATSCarrier(msg.Header))
 	return span
-}
-
-// promotionParents is traceParents for a batch of deferred deliveries
-// falling due, nil when tracing is off.
-func (b *Bridge) promotionParents(ctx context.Context, due []store.Deferred, deadline time.Time) []context.Context {
-	if b.tracer == nil || len(due) == 0 {
-		return nil
-	}
-	ids := make([]string, len(due))
-	for i, d := range due {
-		ids[i] = d.ID
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	return b.traceParents(ctx, ids)
-}
-
-// startPromotion starts the publish span of a deferred delivery brought
-// back into the stream: a publish span like any other, in the delivery's
-// trace, that says it is a promotion and when the delivery was due.
-func (b *Bridge) startPromotion(parent context.Context, msg *nats.Msg, d store.Deferred) trace.Span {
-	return b.startPublish(parent, msg, d.ID,
-		attribute.Bool("jetrelay.deferred", true),
-		attribute.String("jetrelay.due", time.UnixMilli(d.DueMillis).UTC().Format(time.RFC3339Nano)))
 }
 
 func endPublish(span trace.Span, err error) {

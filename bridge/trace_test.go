@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -88,7 +89,8 @@ func TestTracing_ABridgeWithoutATracerAddsNoHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.lpush(t, store.PendingList, []string{"del_plain"})
-	if err := store.New(e.rdb).Defer(testCtx(t), "del_plain_parked", time.Now().Add(-time.Second)); err != nil {
+	// Left by an older jetrelay: migrated into the stream like any id.
+	if err := e.rdb.ZAdd(testCtx(t), store.LegacyDeferredZSet, redis.Z{Score: 1, Member: "del_plain_parked"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	start(t, e.newBridge(t, bridge.Config{}))
@@ -97,48 +99,6 @@ func TestTracing_ABridgeWithoutATracerAddsNoHeader(t *testing.T) {
 		if h != "" {
 			t.Errorf("%s: traceparent = %q, want none", id, h)
 		}
-	}
-}
-
-func TestTracing_APromotedDeliveryIsPublishedUnderASpanThatSaysItWasDeferred(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	const traceID = "0af7651916cd43dd8448eb211c80319c"
-	ctx := testCtx(t)
-	exp, tp := tracedDelivery(t, e, "del_parked", traceID)
-	due := time.Now().Add(-time.Second).Truncate(time.Millisecond)
-	if err := store.New(e.rdb).Defer(ctx, "del_parked", due); err != nil {
-		t.Fatal(err)
-	}
-	start(t, e.newBridge(t, bridge.Config{TracerProvider: tp}))
-	eventually(t, 10*time.Second, "the promotion in the stream and its span ended", func() bool {
-		return e.streamMsgs(t) == 1 && len(exp.GetSpans()) == 1
-	})
-	s := exp.GetSpans()[0]
-	if s.SpanKind != trace.SpanKindProducer || s.Name != "send jetrelay.dispatch" {
-		t.Errorf("span %q (%s), want the PRODUCER send jetrelay.dispatch", s.Name, s.SpanKind)
-	}
-	if s.SpanContext.TraceID().String() != traceID || !s.Parent.IsRemote() {
-		t.Errorf("promotion span in trace %s (parent remote: %v), want the delivery's %s", s.SpanContext.TraceID(), s.Parent.IsRemote(), traceID)
-	}
-	want := map[string]string{
-		"jetrelay.deferred":    "true",
-		"jetrelay.due":         due.UTC().Format(time.RFC3339Nano),
-		"jetrelay.delivery_id": "del_parked",
-		"messaging.message.id": queue.DeferredMsgID("del_parked", due.UnixMilli()),
-		"messaging.system":     "nats",
-	}
-	got := map[string]string{}
-	for _, kv := range s.Attributes {
-		got[string(kv.Key)] = kv.Value.Emit()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("attribute %s = %q, want %q", k, got[k], v)
-		}
-	}
-	if h, want := e.streamTraceparents(t)["del_parked"], "00-"+traceID+"-"+s.SpanContext.SpanID().String()+"-01"; h != want {
-		t.Errorf("promoted work item's traceparent = %q, want %q", h, want)
 	}
 }
 

@@ -2,12 +2,8 @@ package engine
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // admission is a subscription's permission for one send: a slot under its
@@ -21,8 +17,17 @@ type admission struct {
 	took   time.Duration
 }
 
-// reasonRetry marks a put-off that is a retry scheduled by the policy.
-const reasonRetry = "retry"
+// Reasons of a wait that are not reported as put-offs of their own.
+const (
+	// reasonRetry marks a retry scheduled by the policy after a failed send.
+	reasonRetry = "retry"
+	// reasonEarly marks an early copy of a delivery that already waits
+	// (its record names the time).
+	reasonEarly = "early_copy"
+	// reasonBreakerOpen is the put-off of a delivery whose subscription's
+	// circuit breaker is open.
+	reasonBreakerOpen = "breaker_open"
+)
 
 // putOffReason says why and until when a delivery is put off.
 type putOffReason struct {
@@ -42,7 +47,7 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {
 		e.inflight.release(sub, 0, errNotAttempted)
-		return nil, putOffReason{until, "breaker_open"}, false
+		return nil, putOffReason{until, reasonBreakerOpen}, false
 	}
 	return &admission{e: e, sub: sub, done: done, result: errNotAttempted}, putOffReason{}, true
 }
@@ -52,6 +57,9 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 func (a *admission) sent(o outcome) {
 	a.result = o.breakerResult()
 	a.took = o.res.Latency
+	if a.result != nil && errors.Is(a.result, errFailedAttempt) {
+		a.e.breakers.failed(a.sub, answer{status: o.res.StatusCode, message: o.message()})
+	}
 }
 
 func (a *admission) close() {
@@ -64,36 +72,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// putOff defers a delivery to until without consuming an attempt. It is
-// parked in Redis (jetrelay:deferred) and the work item acked, because a
-// delayed nak holds one of the consumer's MaxAckPending slots for its whole
-// delay: thousands of deliveries waiting on one dead endpoint would starve
-// every other subscription. Only a retry's short wait (ParkAfter or less)
-// stays in JetStream as a delayed nak, which costs less. The wait never
-// extends past the stale cutoff, which must still fail the delivery on time.
-func (e *Engine) putOff(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, until time.Time, reason string) settlement {
-	now := time.Now()
-	if stale := attemptedAt(rec.Delivery, now).Add(e.cfg.MaxDeliveryAge + time.Second); until.After(stale) {
-		until = stale
-	}
-	wait := until.Sub(now)
-	if reason != reasonRetry {
-		// A scheduled retry has its own event, with the failure's reason.
-		spanEvent(ctx, eventDeferred, reason, untilAttr(until))
-	}
-	if wait <= 0 || reason == reasonRetry && wait <= e.cfg.ParkAfter {
-		return nakAfter(wait)
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	if err := e.store.Defer(wctx, rec.DeliveryID, until); err != nil {
-		return e.infraRetry(log, md, err)
-	}
-	if reason != reasonRetry {
-		e.obs.Postponed(reason)
-	}
-	log.Debug("delivery put off", "reason", reason, "until", until)
-	return ack()
 }

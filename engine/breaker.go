@@ -74,11 +74,21 @@ type breakers struct {
 }
 
 type breaker struct {
-	id        string
-	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
-	trips     atomic.Int32 // consecutive openings without a close
-	openUntil atomic.Int64 // unix nanos; 0 when not open
-	lastUsed  time.Time    // guarded by breakers.mu
+	id         string
+	cb         *gobreaker.TwoStepCircuitBreaker[struct{}]
+	trips      atomic.Int32 // consecutive openings without a close
+	openUntil  atomic.Int64 // unix nanos; 0 when not open
+	openedAt   atomic.Int64 // unix nanos of the first of those openings; 0 when closed
+	lastAnswer atomic.Pointer[answer]
+	lastUsed   time.Time // guarded by breakers.mu
+}
+
+// answer is what the endpoint said to the last failed send: the status
+// (0 when it did not answer) and the delivery's error_message for it. A
+// delivery failed at the breaker without a send of its own is failed with it.
+type answer struct {
+	status  int
+	message string
 }
 
 func newBreakers(cfg BreakerConfig) *breakers {
@@ -102,6 +112,51 @@ func (s *breakers) admit(id string, now time.Time) (done func(error), wait time.
 		return nil, spread(now.Add(period), period), false
 	}
 	return done, time.Time{}, true
+}
+
+// failed notes the endpoint's answer to a failed send to subscription id.
+func (s *breakers) failed(id string, a answer) {
+	s.mu.Lock()
+	e, ok := s.m[id]
+	s.mu.Unlock()
+	if ok {
+		e.Value.(*breaker).lastAnswer.Store(&a)
+	}
+}
+
+// lastAnswer is the endpoint's answer to the last failed send to
+// subscription id this replica saw, if any.
+func (s *breakers) lastAnswer(id string) (answer, bool) {
+	s.mu.Lock()
+	e, ok := s.m[id]
+	s.mu.Unlock()
+	if !ok {
+		return answer{}, false
+	}
+	a := e.Value.(*breaker).lastAnswer.Load()
+	if a == nil {
+		return answer{}, false
+	}
+	return *a, true
+}
+
+// closeIfChanged closes subscription id's breaker when the subscription
+// record was updated (updated_at) after the breaker first opened: admin
+// writes updated_at when an operator re-enables a subscription (or changes
+// its URL), and that must give the endpoint a fresh start on every replica,
+// which each notices at its next handling of the subscription's deliveries.
+// jetrelay's own writes (failure counts, auto-disable) never touch
+// updated_at.
+func (s *breakers) closeIfChanged(id string, updatedAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[id]
+	if !ok {
+		return
+	}
+	if opened := e.Value.(*breaker).openedAt.Load(); opened != 0 && updatedAt.UnixNano() > opened {
+		s.remove(e) // the next admit starts a closed breaker
+	}
 }
 
 // state reports a subscription's breaker state (closed if it has none).
@@ -143,10 +198,15 @@ func (s *breakers) get(id string, now time.Time) *breaker {
 			switch to {
 			case gobreaker.StateOpen:
 				trips := b.trips.Add(1)
-				b.openUntil.Store(time.Now().Add(s.openFor(trips)).UnixNano())
+				now := time.Now()
+				if trips == 1 {
+					b.openedAt.Store(now.UnixNano())
+				}
+				b.openUntil.Store(now.Add(s.openFor(trips)).UnixNano())
 			case gobreaker.StateClosed:
 				b.trips.Store(0)
 				b.openUntil.Store(0)
+				b.openedAt.Store(0)
 			}
 		},
 	})

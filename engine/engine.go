@@ -41,9 +41,9 @@ type Config struct {
 	Breaker         BreakerConfig
 	MaxInFlight     int           // upper bound of a subscription's adaptive in-flight limit per replica; 0: none but Workers
 	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at its in-flight limit, default 1s
-	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every other put-off, are parked in Redis. Default 1s
+	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
-	InactiveRecheck time.Duration // how often a deferred delivery of an inactive subscription looks again, default 60s
+	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s
 }
 
 // fastAnswer: a subscription whose sends take less than this on average
@@ -120,7 +120,10 @@ func (c Config) withDefaults() Config {
 		c.InactivePolicy = InactiveDefer
 	}
 	if c.InactiveRecheck <= 0 {
-		c.InactiveRecheck = time.Minute
+		// One Redis read per held subscription per period: cheap, and an
+		// operator who re-enables a subscription sees it deliver within
+		// seconds.
+		c.InactiveRecheck = 5 * time.Second
 	}
 	return c
 }

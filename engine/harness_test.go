@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +58,10 @@ type envOptions struct {
 	timeout   time.Duration        // webhook request timeout, default 2s
 	ackWait   time.Duration        // consumer AckWait, default 5s
 	tracer    trace.TracerProvider // the bridge's and the engine's spans; nil: none
+	// natsURLs, when set, is an external NATS (a testenv.Cluster) to use
+	// instead of an in-process server, with a stream of streamReplicas.
+	natsURLs       string
+	streamReplicas int
 	// transports registers more transports (e.g. natsink on the test's
 	// NATS connection) next to the webhook one.
 	transports func(*transport.Registry, *nats.Conn)
@@ -64,7 +70,11 @@ type envOptions struct {
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	e := &env{redis: testenv.Redis(t, o.redis), tenant: "acme-corp"}
-	_, e.nc, e.js = testenv.NATS(t)
+	if o.natsURLs == "" {
+		_, e.nc, e.js = testenv.NATS(t)
+	} else {
+		e.nc, e.js = connectCluster(t, o.natsURLs)
+	}
 	e.store = store.New(e.redis.Client)
 	e.admin = admin.NewWriter(e.redis.Client, parseKey(t, o.adminKey))
 	e.recv = receiver.New()
@@ -80,7 +90,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.ackWait == 0 {
 		o.ackWait = 5 * time.Second
 	}
-	e.qc = queue.Config{AckWait: o.ackWait}.WithDefaults()
+	e.qc = queue.Config{AckWait: o.ackWait, Replicas: o.streamReplicas}.WithDefaults()
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Second
 	}
@@ -99,8 +109,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Queue: e.qc, Workers: 8, SecretKey: parseKey(t, o.engineKey),
 		InfraRetryMin: 100 * time.Millisecond, InfraRetryMax: time.Second,
 		SuccessFlush: 100 * time.Millisecond, DrainTimeout: 5 * time.Second, Logger: testLogger(t),
-		// Short enough for tests, and parking (not delayed naks) for
-		// anything longer than 200ms, so that path is exercised everywhere.
+		// Short enough for tests, and message schedules (not delayed naks)
+		// for anything longer than 200ms, so that path is exercised everywhere.
 		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
 		TracerProvider: o.tracer,
 	}
@@ -112,7 +122,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.engine = eng
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", DeferredPoll: 50 * time.Millisecond, TracerProvider: o.tracer})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +258,23 @@ func (e *env) idle(t *testing.T) {
 	})
 }
 
-// parked reports whether delivery id waits in jetrelay:deferred.
+// parked reports whether delivery id waits in JetStream: a pending wake-up,
+// or held for its (inactive) subscription.
 func (e *env) parked(id string) bool {
-	_, err := e.redis.Client.ZScore(context.Background(), store.DeferredZSet, id).Result()
-	return err == nil
+	ctx := context.Background()
+	if ok, _ := queue.IsScheduled(ctx, e.js, e.qc, id); ok {
+		return true
+	}
+	raw, err := e.redis.Client.Get(ctx, store.DeliveryKey(id)).Bytes()
+	if err != nil {
+		return false
+	}
+	d, err := proto.ParseDelivery(raw)
+	if err != nil {
+		return false
+	}
+	ok, _ := queue.IsHeld(ctx, e.js, e.qc, d.SubscriptionID, id)
+	return ok
 }
 
 func (e *env) subscription(t *testing.T, id string) *proto.Subscription {
@@ -289,4 +312,46 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// connectCluster connects to a cluster's client URLs, reconnecting for as
+// long as the test runs (nodes are stopped on purpose).
+func connectCluster(t *testing.T, urls string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to the cluster: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// downEndpoint answers 503 until healthy is set, then 200, and notes the
+// time of every request it gets.
+type downEndpoint struct {
+	healthy atomic.Bool
+	mu      sync.Mutex
+	at      []time.Time
+}
+
+func (d *downEndpoint) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	d.mu.Lock()
+	d.at = append(d.at, time.Now())
+	d.mu.Unlock()
+	if d.healthy.Load() {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// sends returns the times of the requests so far.
+func (d *downEndpoint) sends() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Time(nil), d.at...)
 }

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,19 +16,7 @@ import (
 
 func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *testing.T) {
 	t.Parallel()
-	var healthy atomic.Bool
-	var mu sync.Mutex
-	var at []time.Time
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		if healthy.Load() {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	})
+	h := &downEndpoint{}
 	e := newEnv(t, envOptions{handler: h, engine: func(c *engine.Config) {
 		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second}
 	}})
@@ -41,13 +28,23 @@ func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *t
 		r, err := e.store.Delivery(context.Background(), id)
 		return err == nil && r.Attempts == 3
 	})
-	healthy.Store(true)
+	// The record tells the truth while the breaker holds it: why, until
+	// when, and the endpoint's last answer.
+	var held *store.DeliveryRecord
+	waitFor(t, 10*time.Second, "the record to say the breaker holds it", func() bool {
+		r, err := e.store.Delivery(context.Background(), id)
+		held = r
+		return err == nil && r.Waiting != nil && *r.Waiting == "breaker_open"
+	})
+	if held.NextRetryAt == nil || held.NextRetryAt.Before(time.Now().Add(-time.Second)) || held.ErrorMessage == nil || *held.ErrorMessage != "HTTP 503" {
+		t.Errorf("held by the breaker, the record says %s; want next_retry_at ahead and error_message HTTP 503", held.Raw)
+	}
+	h.healthy.Store(true)
 	rec := e.final(t, id)
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 4 {
 		t.Fatalf("record = %s; want SUCCESS on attempt 4: the open breaker must defer, not burn attempts", rec.Raw)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	at := h.sends()
 	if len(at) != 4 {
 		t.Fatalf("%d sends, want 4", len(at))
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // A delivery may be handled many times: JetStream redelivers it after a
-// nak, and the bridge brings it back as a new work item once a put-off
-// parked in jetrelay:deferred falls due. Each handling has its own attempt
+// nak, and a put-off comes back as a new work item when its wake-up (a
+// message schedule) fires or its held copy is released. Each handling has its own attempt
 // span; while tracing records, each one from the second on links to the one
 // before, so a trace viewer shows the chain. The previous span's context
 // lives in Redis (store.TraceLinkKey) between two handlings, because the
@@ -29,14 +29,14 @@ const linkTimeout = time.Second
 var linkAttr = attribute.String("jetrelay.link", "previous_attempt")
 
 // republished marks, in the context of a handling, a work item the bridge
-// published again for a delivery it had published before (a promotion from
-// jetrelay:deferred, a re-enqueue). Only a tracing bridge's items are
-// marked (see extractTrace).
+// published again for a delivery it had published before (a fired wake-up,
+// a released held copy, a re-enqueue). Only items that carry a producer's
+// trace context are marked (see extractTrace).
 type republished struct{}
 
 // markRepublished returns ctx marked as republished when the work item
 // carried a producer's trace context and its Nats-Msg-Id is not the plain
-// delivery id (queue.DeferredMsgID, queue.RequeueMsgID).
+// delivery id (queue.RequeueMsgID, or none at all for a fired wake-up).
 func markRepublished(ctx context.Context, m jetstream.Msg) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() || m.Headers().Get(jetstream.MsgIDHeader) == string(m.Data()) {
 		return ctx

@@ -36,53 +36,70 @@ type Send struct {
 	Latency time.Duration
 }
 
-// Observer is told about every delivery decision at the point the engine
-// makes it, for metrics. Methods are called concurrently from the workers
-// and must not block. Config.Observer nil means nobody is told.
+// Observer is told about every send and every decision the engine records,
+// for metrics. Methods are called concurrently from the workers and must
+// not block. Config.Observer nil means nobody is told.
 type Observer interface {
-	// Attempted: a send is about to start (the reference's attempts counter).
-	Attempted(l Labels)
-	// Sent: a send finished, whatever its outcome; every Attempted is
-	// followed by exactly one Sent.
+	// Sending: a send is about to start (the reference's attempts counter);
+	// every Sending is followed by exactly one Sent.
+	Sending(l Labels)
+	// Sent: a send finished, whatever its outcome.
 	Sent(l Labels, s Send)
-	// Succeeded: a success is recorded. age is from the delivery's
-	// attempted_at (its creation) to completion.
-	Succeeded(l Labels, statusCode int, latency, age time.Duration)
-	// Failed: a failed send was recorded (a retry or the final failure),
-	// or the delivery failed without a send. reason is one of the
-	// reference's reason codes (event_not_found, subscription_not_found,
-	// subscription_inactive, http_4xx, http_5xx, transport_error) or
-	// jetrelay's ssrf_blocked and boundary_skipped. latency is 0 when
-	// nothing was sent.
-	Failed(l Labels, reason string, latency time.Duration)
-	// Retried: a retry was scheduled after a failed send.
-	Retried(l Labels)
-	// Stale: a delivery older than MaxDeliveryAge was failed unsent.
-	Stale(l Labels)
-	// AutoDisabled: the subscription was disabled after consecutive
-	// failures; tenantID is its tenant.
-	AutoDisabled(tenantID string)
+	// Decided: a decision about a delivery was recorded (see Decision).
+	Decided(d Decision)
 	// PayloadInvalid: the event breaks one of the reference validator's
 	// rules (warn only: it is delivered anyway). eventType is raw.
 	PayloadInvalid(eventType, rule string)
-	// Postponed: a delivery waits without using an attempt: reason is
-	// breaker_open, subscription_busy, subscription_<status> (a paused or
-	// disabled subscription), infra_error or secret_unavailable.
-	Postponed(reason string)
+}
+
+// DecisionKind is what the engine decided about a delivery.
+type DecisionKind int
+
+// Decisions.
+const (
+	// Delivered: a success was recorded.
+	Delivered DecisionKind = iota
+	// Retrying: a failed send was recorded and a retry scheduled.
+	Retrying
+	// Failed: the delivery was FAILED, after a send or without one.
+	Failed
+	// Stale: a delivery older than MaxDeliveryAge was failed unsent (the
+	// reference counts it apart from the failures).
+	Stale
+	// PutOff: the delivery waits without using an attempt.
+	PutOff
+)
+
+// Decision is one decision the engine recorded about a delivery.
+type Decision struct {
+	Kind   DecisionKind
+	Labels Labels
+	// Reason is, for Retrying and Failed, one of the reference's reason
+	// codes (event_not_found, subscription_not_found,
+	// subscription_inactive, http_4xx, http_5xx, transport_error) or
+	// jetrelay's ssrf_blocked and boundary_skipped; for PutOff, why:
+	// breaker_open, subscription_busy, subscription_<status> (held for a
+	// paused or disabled subscription), infra_error or secret_unavailable.
+	Reason string
+	// StatusCode is the endpoint's status for Delivered (0 when none).
+	StatusCode int
+	// Latency is the send's duration, 0 when nothing was sent.
+	Latency time.Duration
+	// Age is, for Delivered, the time from the delivery's attempted_at (its
+	// creation) to completion.
+	Age time.Duration
+	// AutoDisabled marks the Failed decision that disabled the subscription
+	// (its tenant is Labels.TenantID).
+	AutoDisabled bool
 }
 
 // nopObserver stands in for a nil Config.Observer.
 type nopObserver struct{}
 
-func (nopObserver) Attempted(Labels)                                    {}
-func (nopObserver) Sent(Labels, Send)                                   {}
-func (nopObserver) Succeeded(Labels, int, time.Duration, time.Duration) {}
-func (nopObserver) Failed(Labels, string, time.Duration)                {}
-func (nopObserver) Retried(Labels)                                      {}
-func (nopObserver) Stale(Labels)                                        {}
-func (nopObserver) AutoDisabled(string)                                 {}
-func (nopObserver) PayloadInvalid(string, string)                       {}
-func (nopObserver) Postponed(string)                                    {}
+func (nopObserver) Sending(Labels)                {}
+func (nopObserver) Sent(Labels, Send)             {}
+func (nopObserver) Decided(Decision)              {}
+func (nopObserver) PayloadInvalid(string, string) {}
 
 // BreakerStats counts this replica's circuit breakers by state.
 type BreakerStats struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -22,23 +21,6 @@ import (
 // secret is assumed to be waiting for it rather than to have none.
 const secretGrace = 30 * time.Second
 
-// settlement is what happens to a work item once its outcome is recorded.
-type settlement struct {
-	kind  settleKind
-	delay time.Duration // for nak
-}
-
-type settleKind int
-
-const (
-	settleAck  settleKind = iota // final state recorded (or nothing left to do)
-	settleNak                    // redeliver after delay
-	settleTerm                   // the work item itself is unusable
-)
-
-func ack() settlement                     { return settlement{kind: settleAck} }
-func nakAfter(d time.Duration) settlement { return settlement{kind: settleNak, delay: d} }
-
 // handle processes one work item and settles it. It never panics the worker:
 // a panic in a transport is recovered and the item released for a retry.
 func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
@@ -48,32 +30,33 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	if m.Headers().Get(queue.HeldCheckHeader) != "" {
+		stop := e.alive.track(m)
+		s := e.checkHeld(ctx, string(m.Data()), md)
+		stop()
+		settle(m, s)
+		return
+	}
 	id, err := queue.DeliveryID(m)
 	if err != nil {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
+	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id)}
 	stop := e.alive.track(m)
-	s := e.safeProcess(extractTrace(ctx, m), id, md)
+	s := e.safeProcess(h)
 	stop()
-	switch s.kind {
-	case settleAck:
-		_ = m.Ack()
-	case settleNak:
-		_ = m.NakWithDelay(s.delay)
-	case settleTerm:
-		_ = m.Term()
-	}
+	settle(m, s)
 }
 
-func (e *Engine) safeProcess(ctx context.Context, id string, md *jetstream.MsgMetadata) (s settlement) {
+func (e *Engine) safeProcess(h *handling) (s settlement) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.log.Error("delivery processing panicked; will retry", "delivery_id", id, "panic", fmt.Sprint(r))
-			s = nakAfter(e.infraDelay(md.NumDelivered))
+			e.log.Error("delivery processing panicked; will retry", "delivery_id", h.id, "panic", fmt.Sprint(r))
+			s = nakAfter(e.infraDelay(h.md.NumDelivered))
 		}
 	}()
-	return e.process(ctx, id, md)
+	return e.process(h)
 }
 
 // quarantineItem parks an unusable work item in dispatch:failed and removes
@@ -90,9 +73,9 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 
 // process runs the decision matrix of the reference service (contract
 // §6.2–6.7) with jetrelay's fixes, and returns how to settle the item.
-func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetadata) settlement {
-	log := e.log.With("delivery_id", id)
-	rec, err := e.store.Delivery(ctx, id)
+func (e *Engine) process(h *handling) settlement {
+	ctx, log := h.ctx, h.log
+	rec, err := e.store.Delivery(ctx, h.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Expired or deleted: nothing left to deliver, and nothing to record.
@@ -104,68 +87,61 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		if errors.As(err, &ce) {
 			raw = ce.Raw
 		}
-		if qerr := e.store.Quarantine(ctx, id, "corrupt_record", raw); qerr != nil {
-			return e.infraRetry(log, md, qerr)
+		if qerr := e.store.Quarantine(ctx, h.id, "corrupt_record", raw); qerr != nil {
+			return e.infraRetry(h, qerr)
 		}
 		log.Error("delivery record unreadable; quarantined in dispatch:failed", "outcome", "corrupt_record", "err", err)
 		return ack()
 	case err != nil:
-		return e.infraRetry(log, md, err)
+		return e.infraRetry(h, err)
 	}
+	h.rec = rec
 	d := rec.Delivery
-	log = log.With("subscription_id", d.SubscriptionID, "event_id", d.EventID)
-	lab := Labels{EventType: d.EventType}
+	h.log = log.With("subscription_id", d.SubscriptionID, "event_id", d.EventID)
+	h.lab = Labels{EventType: d.EventType}
 	if d.Status.Terminal() {
-		log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
+		h.log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
 		return ack()
 	}
-	ctx, span := e.startAttempt(ctx, md, d)
+	var span trace.Span
+	h.ctx, span = e.startAttempt(ctx, h.md, d)
 	defer span.End()
 
-	now := time.Now()
-	if age := now.Sub(attemptedAt(d, now)); age > e.cfg.MaxDeliveryAge {
+	h.now = time.Now()
+	if age := h.now.Sub(attemptedAt(d, h.now)); age > e.cfg.MaxDeliveryAge {
 		msg := fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, e.cfg.MaxDeliveryAge/time.Hour)
-		return e.fail(ctx, log, md, rec, lab, msg, "stale")
+		return e.fail(h, msg, "stale")
 	}
-	if d.Status == proto.DeliveryRetrying && d.NextRetryAt != nil {
-		// An early copy (a lost nak, a duplicate, a legacy retry entry):
-		// wait for the scheduled time instead of sending ahead of the
-		// backoff (putOff stops at the stale cutoff, and parks long waits).
-		if d.NextRetryAt.Sub(now) > 100*time.Millisecond {
-			spanEvent(ctx, eventDeferred, reasonRetry, untilAttr(d.NextRetryAt.Time))
-			return e.putOff(ctx, log, md, rec, d.NextRetryAt.Time, reasonRetry)
-		}
+	if d.NextRetryAt != nil && d.NextRetryAt.Sub(h.now) > 100*time.Millisecond {
+		// An early copy (a duplicate, a legacy retry entry, a wake-up
+		// replaced by a later one): wait for the time the record names
+		// instead of sending ahead of the backoff or the put-off.
+		return e.wait(h, d.NextRetryAt.Time, reasonEarly)
 	}
 
-	adm, wait, ok := e.admit(ctx, d.SubscriptionID, now)
-	if !ok {
-		return e.putOff(ctx, log, md, rec, wait.until, wait.reason)
+	if h.b, err = e.store.Load(ctx, d); err != nil {
+		return e.infraRetry(h, err)
 	}
-	defer adm.close()
-
-	b, err := e.store.Load(ctx, d)
-	if err != nil {
-		return e.infraRetry(log, md, err)
-	}
+	b := h.b
 	// The reference's messages are kept as they are (dashboards and admin
 	// users match on them); an unreadable record is named in the log.
 	if b.EventErr != nil {
 		if errors.Is(b.EventErr, store.ErrCorrupt) {
-			log.Error("event record unreadable", "err", b.EventErr)
+			h.log.Error("event record unreadable", "err", b.EventErr)
 		}
-		return e.fail(ctx, log, md, rec, lab, "Event not found: "+d.EventID, "event_not_found")
+		return e.fail(h, "Event not found: "+d.EventID, "event_not_found")
 	}
 	if b.Event.EventType != "" {
-		lab.EventType = b.Event.EventType
+		h.lab.EventType = b.Event.EventType
 	}
 	if b.SubscriptionErr != nil {
 		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-			log.Error("subscription record unreadable", "err", b.SubscriptionErr)
+			h.log.Error("subscription record unreadable", "err", b.SubscriptionErr)
 		}
-		return e.fail(ctx, log, md, rec, lab, "Subscription not found", "subscription_not_found")
+		return e.fail(h, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
-	lab.TenantID = sub.TenantID
+	h.lab.TenantID = sub.TenantID
 	if sub.Status != proto.SubscriptionActive {
 		status := string(sub.Status)
 		if status == "" {
@@ -173,18 +149,34 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 		}
 		if e.cfg.InactivePolicy == InactiveDefer {
 			// A paused or disabled subscription is a breaker held open by an
-			// operator: its deliveries wait (until the stale cutoff) and go
-			// out once it is ACTIVE again, no restart needed.
-			return e.putOff(ctx, log, md, rec, spread(now.Add(e.cfg.InactiveRecheck), e.cfg.InactiveRecheck), "subscription_"+strings.ToLower(status))
+			// operator: its deliveries are held in JetStream and go out
+			// once it is ACTIVE again (or fail at the stale cutoff).
+			return e.hold(h, "subscription_"+strings.ToLower(status))
 		}
-		return e.fail(ctx, log, md, rec, lab, "Subscription not active: "+status, "subscription_inactive")
+		return e.fail(h, "Subscription not active: "+status, "subscription_inactive")
 	}
 
 	if proto.CrossesOwnershipBoundary(sub.TenantID, b.Event.EventType, b.Event.Category) {
-		lab.Category = b.Event.Category
-		return e.fail(ctx, log, md, rec, lab, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
+		h.lab.Category = b.Event.Category
+		return e.fail(h, fmt.Sprintf("Ownership boundary (#209): %s/%s events are admin-only and not delivered to a tenant-owned subscription",
 			b.Event.EventType, b.Event.Category), "boundary_skipped")
 	}
+
+	if sub.UpdatedAt != nil {
+		e.breakers.closeIfChanged(d.SubscriptionID, sub.UpdatedAt.Time)
+	}
+	adm, wait, ok := e.admit(ctx, d.SubscriptionID, h.now)
+	if !ok {
+		if wait.reason == reasonBreakerOpen {
+			if end := e.scheduleEnd(h); !h.now.Before(end) {
+				return e.giveUp(h)
+			} else if wait.until.After(end) {
+				wait.until = end
+			}
+		}
+		return e.wait(h, wait.until, wait.reason)
+	}
+	defer adm.close()
 
 	secret := ""
 	if b.HasSecret {
@@ -193,22 +185,24 @@ func (e *Engine) process(ctx context.Context, id string, md *jetstream.MsgMetada
 			// Fail closed: never send unsigned when a secret exists. The
 			// key may be fixed by an operator, so this is retried like an
 			// infrastructure error until the stale cutoff.
-			return e.secretUnavailable(ctx, log, md, rec, err)
+			return e.secretUnavailable(h, err)
 		}
-	} else if sub.CreatedAt != nil && now.Sub(sub.CreatedAt.Time) < secretGrace {
+	} else if sub.CreatedAt != nil && h.now.Sub(sub.CreatedAt.Time) < secretGrace {
 		// Admin stores a new subscription and then, separately, its secret:
 		// a delivery in between must wait for the secret, not go unsigned.
-		log.Debug("new subscription has no secret yet; waiting for it")
+		h.log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
 	}
-	return e.attempt(ctx, log, md, rec, b, secret, adm, lab)
+	return e.attempt(h, secret, adm)
 }
 
 // attempt sends the delivery once and records the outcome.
-func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, b *store.Bundle, secret string, adm *admission, lab Labels) settlement {
-	d, ev, sub := rec.Delivery, b.Event, b.Subscription
+func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement {
+	ctx, b, lab := h.ctx, h.b, h.lab
+	d, ev, sub := h.delivery(), b.Event, b.Subscription
 	attempt := d.Attempts + 1
-	log = log.With("attempt", attempt)
+	h.log = h.log.With("attempt", attempt)
+	log := h.log
 	if attempt == 1 {
 		// Once per delivery, at its first send: the reference validates on
 		// every handling, which jetrelay repeats for put-offs too.
@@ -234,10 +228,10 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 	if proto.SecretUsable(secret) {
 		req.Signature = proto.Sign(secret, b.EventRaw)
 	}
-	log = log.With("trace_id", traceID)
+	h.log = log.With("trace_id", traceID)
 
 	var res transport.Result
-	e.obs.Attempted(lab)
+	e.obs.Sending(lab)
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
 		sendCtx, cancel := context.WithTimeout(sendCtx, e.cfg.AttemptTimeout)
@@ -247,7 +241,7 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 		// Metrics name no transport for an unregistered scheme.
 		scheme = ""
 	}
-	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, labels: lab}
+	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
 	endSend(send, o)
 	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
 	if ctx.Err() != nil && err != nil {
@@ -256,9 +250,9 @@ func (e *Engine) attempt(ctx context.Context, log *slog.Logger, md *jetstream.Ms
 	}
 	adm.sent(o)
 	if err == nil && res.Outcome == transport.Delivered {
-		return e.recordSuccess(ctx, log, md, rec, b.SubscriptionRaw, o)
+		return e.recordSuccess(h, o)
 	}
-	return e.recordFailure(ctx, log, md, rec, b.SubscriptionRaw, sub, b.Event, o)
+	return e.recordFailure(h, o)
 }
 
 func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
@@ -271,10 +265,9 @@ func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
 // infraRetry releases the item for a later retry after an infrastructure
 // error (Redis unreachable, a write that could not be made). It never
 // consumes an attempt and never fails the delivery.
-func (e *Engine) infraRetry(log *slog.Logger, md *jetstream.MsgMetadata, err error) settlement {
-	d := e.infraDelay(md.NumDelivered)
-	e.obs.Postponed("infra_error")
-	log.Warn("infrastructure error; delivery will be retried", "err", err, "retry_in", d)
+func (e *Engine) infraRetry(h *handling, err error) settlement {
+	d := e.infraDelay(h.md.NumDelivered)
+	e.report(h, Decision{Kind: PutOff, Reason: "infra_error"}, time.Now().Add(d), err.Error())
 	return nakAfter(d)
 }
 

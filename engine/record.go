@@ -3,11 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -25,7 +22,6 @@ type outcome struct {
 	res     transport.Result
 	err     error
 	traceID string // the event's trace_id, copied into a delivery that has none
-	labels  Labels // for the Observer
 }
 
 // message is the delivery's error_message for a failed send: "HTTP <code>"
@@ -121,18 +117,28 @@ func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus) s
 }
 
 // write records an outcome on a context that survives shutdown, bounded.
-func (e *Engine) write(ctx context.Context, rec *store.DeliveryRecord, subRaw []byte, fn store.OutcomeFunc) (bool, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+// subRaw is the subscription's stored bytes when the write may change it.
+func (e *Engine) write(h *handling, subRaw []byte, fn store.OutcomeFunc) (bool, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), writeTimeout)
 	defer cancel()
-	return e.store.RecordOutcome(wctx, rec, subRaw, fn)
+	return e.store.RecordOutcome(wctx, h.rec, subRaw, fn)
+}
+
+// waitCleared is the patch that drops a wait note once the delivery is sent
+// or final.
+func waitCleared(cur *proto.Delivery) store.Patch {
+	if cur.Waiting == nil {
+		return nil
+	}
+	return store.Patch{{Name: "jetrelay_waiting", Value: nil}}
 }
 
 // recordSuccess marks the delivery SUCCESS, clears its retry fields and, in
 // the same atomic write, resets the subscription's consecutive_failures.
-func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, subRaw []byte, o outcome) settlement {
+func (e *Engine) recordSuccess(h *handling, o outcome) settlement {
 	now := time.Now()
 	var reset bool
-	wrote, err := e.write(ctx, rec, subRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+	wrote, err := e.write(h, h.b.SubscriptionRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
 		reset = false
 		if o.superseded(cur) {
 			return nil, nil, nil
@@ -142,6 +148,7 @@ func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstr
 			store.Field{Name: "error_message", Value: nil},
 			store.Field{Name: "next_retry_at", Value: nil},
 		)
+		dp = append(dp, waitCleared(cur)...)
 		if sub == nil || sub.ConsecutiveFailures == 0 {
 			return dp, nil, nil
 		}
@@ -152,20 +159,87 @@ func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstr
 			{Name: "last_success_at", Value: now},
 		}, nil
 	})
-	if settled, s := e.afterWrite(log, md, err); settled {
+	if settled, s := e.afterWrite(h, err); settled {
 		return s
 	}
 	if !wrote {
-		log.Debug("outcome already recorded by another copy of this work item", "outcome", "duplicate")
+		h.log.Debug("outcome already recorded by another copy of this work item", "outcome", "duplicate")
 		return ack()
 	}
 	if !reset {
 		// Nothing to reset: only timestamps, written coalesced.
-		e.successes.record(rec.SubscriptionID, now)
+		e.successes.record(h.rec.SubscriptionID, now)
 	}
-	e.obs.Succeeded(o.labels, o.res.StatusCode, o.res.Latency, now.Sub(attemptedAt(rec.Delivery, now)))
-	spanEvent(ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", o.res.StatusCode))
-	log.Info("delivered", "outcome", "success", "status_code", o.res.StatusCode, "latency_ms", o.res.Latency.Milliseconds())
+	e.report(h, Decision{Kind: Delivered, StatusCode: o.res.StatusCode, Latency: o.res.Latency, Age: now.Sub(attemptedAt(h.delivery(), now))}, time.Time{}, "")
+	return ack()
+}
+
+// countFailure is the subscription patch of a final failure: one more
+// consecutive failure, and DISABLED when the count reaches
+// disable_after_failures. A subscription already disabled at its threshold
+// is not counted further: sends that were in flight when it was disabled
+// must not push consecutive_failures past disable_after_failures.
+func countFailure(sub *proto.Subscription, now time.Time) (store.Patch, bool) {
+	sp := store.Patch{
+		{Name: "last_triggered_at", Value: now},
+		{Name: "last_failure_at", Value: now},
+	}
+	if sub.Status != proto.SubscriptionActive && sub.ConsecutiveFailures >= sub.DisableAfter() {
+		return sp, false
+	}
+	failures := sub.ConsecutiveFailures + 1
+	sp = append(store.Patch{{Name: "consecutive_failures", Value: failures}}, sp...)
+	if sub.Status == proto.SubscriptionActive && failures >= sub.DisableAfter() {
+		return append(sp, store.Field{Name: "status", Value: proto.SubscriptionDisabled}), true
+	}
+	return sp, false
+}
+
+// finalFailure writes a delivery's FAILED state (dp, computed from the
+// current record; nil when there is nothing to write) together with the
+// failure it adds to its subscription, and reports it: metric, span event,
+// log line, and the auto-disable when this failure disabled the
+// subscription.
+//
+// unsent marks a failure without a send of its own (giveUp): when the
+// subscription turned inactive meanwhile (another delivery's failure just
+// disabled it), the delivery is held for it instead, as every later one is.
+func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg string, latency time.Duration, dp func(cur *proto.Delivery) store.Patch) settlement {
+	now := time.Now()
+	var disabled, inactive *proto.Subscription
+	wrote, err := e.write(h, h.b.SubscriptionRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+		disabled, inactive = nil, nil
+		if unsent && sub != nil && sub.Status != proto.SubscriptionActive {
+			inactive = sub
+			return nil, nil, nil
+		}
+		p := dp(cur)
+		if p == nil {
+			return nil, nil, nil
+		}
+		p = append(p, waitCleared(cur)...)
+		if sub == nil || !counts {
+			return p, nil, nil
+		}
+		sp, off := countFailure(sub, now)
+		if off {
+			disabled = sub
+		}
+		return p, sp, nil
+	})
+	if settled, s := e.afterWrite(h, err); settled {
+		return s
+	}
+	if inactive != nil {
+		return e.hold(h, "subscription_"+strings.ToLower(string(inactive.Status)))
+	}
+	if !wrote {
+		return ack()
+	}
+	e.report(h, Decision{Kind: Failed, Reason: reason, Latency: latency, AutoDisabled: disabled != nil}, time.Time{}, msg)
+	if disabled != nil {
+		e.saveDisabledEvent(h.ctx, h.log, disabled, h.delivery(), h.event(), now)
+	}
 	return ack()
 }
 
@@ -173,51 +247,21 @@ func (e *Engine) recordSuccess(ctx context.Context, log *slog.Logger, md *jetstr
 // exhausted (or the failure is permanent) and counts it against the
 // subscription in the same atomic write, disabling the subscription when the
 // count reaches disable_after_failures.
-func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, subRaw []byte, sub *proto.Subscription, ev *proto.Event, o outcome) settlement {
+func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	now := time.Now()
-	policy := sub.Policy()
-	log = log.With("reason", o.reason(), "status_code", o.res.StatusCode)
+	policy := h.sub().Policy()
+	h.log = h.log.With("status_code", o.res.StatusCode)
 	if o.permanent() || policy.Exhausted(o.attempt) {
-		var disabled *proto.Subscription
-		wrote, err := e.write(ctx, rec, subRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
-			disabled = nil
+		return e.finalFailure(h, !o.blocked(), false, o.reason(), o.message(), o.res.Latency, func(cur *proto.Delivery) store.Patch {
 			if o.superseded(cur) {
-				return nil, nil, nil
+				return nil
 			}
-			dp := append(o.attemptFields(cur, proto.DeliveryFailed),
+			return append(o.attemptFields(cur, proto.DeliveryFailed),
 				store.Field{Name: "completed_at", Value: now},
 				store.Field{Name: "error_message", Value: o.message()},
 				store.Field{Name: "next_retry_at", Value: nil},
 			)
-			if sub == nil || o.blocked() {
-				return dp, nil, nil
-			}
-			failures := sub.ConsecutiveFailures + 1
-			sp := store.Patch{
-				{Name: "consecutive_failures", Value: failures},
-				{Name: "last_triggered_at", Value: now},
-				{Name: "last_failure_at", Value: now},
-			}
-			if sub.Status == proto.SubscriptionActive && failures >= sub.DisableAfter() {
-				sp = append(sp, store.Field{Name: "status", Value: proto.SubscriptionDisabled})
-				disabled = sub
-			}
-			return dp, sp, nil
 		})
-		if settled, s := e.afterWrite(log, md, err); settled {
-			return s
-		}
-		if !wrote {
-			return ack()
-		}
-		e.obs.Failed(o.labels, o.reason(), o.res.Latency)
-		log.Warn("delivery failed", "outcome", "failed", "err", o.message())
-		spanEvent(ctx, eventFailed, o.reason(), attribute.Bool("jetrelay.permanent", o.permanent()))
-		if disabled != nil {
-			e.obs.AutoDisabled(disabled.TenantID)
-			e.saveDisabledEvent(ctx, log, disabled, rec.Delivery, ev, now)
-		}
-		return ack()
 	}
 
 	delay := policy.Delay(o.attempt)
@@ -225,98 +269,130 @@ func (e *Engine) recordFailure(ctx context.Context, log *slog.Logger, md *jetstr
 		delay = min(o.res.RetryAfter, e.cfg.MaxRetryAfter)
 	}
 	next := proto.MillisInstant(now.Add(delay))
-	wrote, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+	wrote, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 		if o.superseded(cur) {
 			return nil, nil, nil
 		}
-		return append(o.attemptFields(cur, proto.DeliveryRetrying),
+		p := append(o.attemptFields(cur, proto.DeliveryRetrying),
 			store.Field{Name: "error_message", Value: o.message()},
 			store.Field{Name: "next_retry_at", Value: next},
-		), nil, nil
+		)
+		return append(p, waitCleared(cur)...), nil, nil
 	})
-	if settled, s := e.afterWrite(log, md, err); settled {
+	if settled, s := e.afterWrite(h, err); settled {
 		return s
 	}
 	if !wrote {
 		// Another copy recorded this attempt and owns the retry chain.
 		return ack()
 	}
-	e.obs.Failed(o.labels, o.reason(), o.res.Latency)
-	e.obs.Retried(o.labels)
-	spanEvent(ctx, eventRetryScheduled, o.reason(), untilAttr(next))
-	log.Info("delivery attempt failed; retry scheduled", "outcome", "retrying", "err", o.message(), "retry_in", delay)
-	return e.putOff(ctx, log, md, rec, next, reasonRetry)
+	e.report(h, Decision{Kind: Retrying, Reason: o.reason(), Latency: o.res.Latency}, next, o.message(), "retry_in", delay)
+	return e.wait(h, next, reasonRetry)
+}
+
+// giveUp fails a delivery whose retry schedule ran out while its
+// subscription's breaker stayed open (scheduleEnd), with the endpoint's last
+// answer: its own last one, or the last one this replica's breaker saw for
+// the subscription when the delivery never got a send. It counts toward
+// consecutive_failures like an exhausted retry schedule, so a dead endpoint
+// is auto-disabled on the reference's timeline.
+func (e *Engine) giveUp(h *handling) settlement {
+	d := h.delivery()
+	a := answer{message: "Circuit breaker open: endpoint failing"}
+	if last, ok := e.breakers.lastAnswer(d.SubscriptionID); ok {
+		a = last
+	}
+	if d.ErrorMessage != nil && *d.ErrorMessage != "" {
+		a.message = *d.ErrorMessage
+		a.status = 0
+		if d.ResponseStatus != nil {
+			a.status = *d.ResponseStatus
+		}
+	}
+	reason := outcome{res: transport.Result{StatusCode: a.status}}.reason()
+	now := time.Now()
+	return e.finalFailure(h, true, true, reason, a.message, 0, func(cur *proto.Delivery) store.Patch {
+		if cur.Status.Terminal() || cur.Attempts != d.Attempts {
+			return nil // final already, or a send happened meanwhile
+		}
+		p := store.Patch{
+			{Name: "status", Value: proto.DeliveryFailed},
+			{Name: "completed_at", Value: now},
+			{Name: "error_message", Value: a.message},
+			{Name: "next_retry_at", Value: nil},
+		}
+		if cur.ResponseStatus == nil && a.status != 0 {
+			p = append(p, store.Field{Name: "response_status", Value: a.status})
+		}
+		return p
+	})
 }
 
 // fail marks the delivery FAILED without a send (stale, missing event or
 // subscription, inactive subscription, ownership boundary). Like the
 // reference it leaves the attempt fields alone; unlike it, it clears
 // next_retry_at. It never counts toward auto-disable.
-func (e *Engine) fail(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, lab Labels, msg, reason string) settlement {
+func (e *Engine) fail(h *handling, msg, reason string) settlement {
 	now := time.Now()
-	wrote, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+	wrote, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 		if cur.Status.Terminal() {
 			return nil, nil, nil
 		}
-		return store.Patch{
+		p := store.Patch{
 			{Name: "status", Value: proto.DeliveryFailed},
 			{Name: "completed_at", Value: now},
 			{Name: "error_message", Value: msg},
 			{Name: "next_retry_at", Value: nil},
-		}, nil, nil
+		}
+		return append(p, waitCleared(cur)...), nil, nil
 	})
-	if settled, s := e.afterWrite(log, md, err); settled {
+	if settled, s := e.afterWrite(h, err); settled {
 		return s
 	}
 	if !wrote {
 		return ack()
 	}
+	kind := Failed
 	if reason == "stale" {
 		// The reference counts stale deliveries apart, not as failed.
-		e.obs.Stale(lab)
-	} else {
-		e.obs.Failed(lab, reason, 0)
+		kind = Stale
 	}
-	if t := rec.Delivery.TraceID; t != "" {
-		log = log.With("trace_id", t)
-	}
-	spanEvent(ctx, eventFailed, reason)
-	log.Warn("delivery failed without a send", "outcome", "failed", "reason", reason, "err", msg)
+	e.report(h, Decision{Kind: kind, Reason: reason}, time.Time{}, msg, "sent", false)
 	return ack()
 }
 
 // secretUnavailable keeps a delivery whose secret cannot be decrypted: it
 // notes why in error_message (once) and retries later, never unsigned.
-func (e *Engine) secretUnavailable(ctx context.Context, log *slog.Logger, md *jetstream.MsgMetadata, rec *store.DeliveryRecord, cause error) settlement {
+func (e *Engine) secretUnavailable(h *handling, cause error) settlement {
 	msg := "Signing secret unavailable: " + cause.Error()
-	if d := rec.Delivery; d.ErrorMessage == nil || *d.ErrorMessage != msg {
-		_, err := e.write(ctx, rec, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+	if d := h.delivery(); d.ErrorMessage == nil || *d.ErrorMessage != msg {
+		_, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
 			if cur.Status.Terminal() {
 				return nil, nil, nil
 			}
 			return store.Patch{{Name: "error_message", Value: msg}}, nil, nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return e.infraRetry(log, md, err)
+			return e.infraRetry(h, err)
 		}
 	}
-	delay := e.infraDelay(md.NumDelivered)
-	e.obs.Postponed("secret_unavailable")
-	log.Error("signing secret cannot be decrypted; not sending unsigned, will retry", "outcome", "secret_unavailable", "err", cause, "retry_in", delay)
+	delay := e.infraDelay(h.md.NumDelivered)
+	e.report(h, Decision{Kind: PutOff, Reason: "secret_unavailable"}, time.Now().Add(delay),
+		"signing secret cannot be decrypted; not sending unsigned: "+cause.Error())
 	return nakAfter(delay)
 }
 
 // afterWrite turns a failed record write into a settlement. A vanished record
 // needs no more work; any other error leaves the item for a retry (the send
 // may then be repeated: at-least-once).
-func (e *Engine) afterWrite(log *slog.Logger, md *jetstream.MsgMetadata, err error) (bool, settlement) {
+func (e *Engine) afterWrite(h *handling, err error) (bool, settlement) {
 	switch {
 	case err == nil:
 		return false, settlement{}
 	case errors.Is(err, store.ErrNotFound):
-		log.Warn("delivery record vanished before its outcome was written", "outcome", "missing_record")
+		h.log.Warn("delivery record vanished before its outcome was written", "outcome", "missing_record")
 		return true, ack()
 	default:
-		return true, e.infraRetry(log, md, err)
+		return true, e.infraRetry(h, err)
 	}
 }

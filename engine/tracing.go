@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -174,4 +175,45 @@ func urlHost(raw string) string {
 	}
 	host, _, _ := strings.Cut(rest, ":")
 	return host
+}
+
+// startWaiting starts, while the handling's attempt span records, the
+// PRODUCER span of a wake-up or held copy of the delivery and puts its
+// context in msg's headers: the handling that the wake-up (or the release
+// of the held copy) brings is its child, as a handling of a work item the
+// bridge published is the child of that publish. Like the bridge's, the
+// span's parent is the delivery's own remote context, so every handling
+// stays in the delivery's trace. until is zero for a held copy. It returns
+// nil when there is nothing to record.
+func (e *Engine) startWaiting(h *handling, msg *nats.Msg, until time.Time) trace.Span {
+	if !trace.SpanFromContext(h.ctx).IsRecording() {
+		return nil
+	}
+	d := h.delivery()
+	parent := telemetry.DeliveryParent(context.WithoutCancel(h.ctx), d.DeliveryID, d.TraceID, proto.InboundTraceFlags(d))
+	ctx, span := e.tracer.Start(parent, "send "+e.cfg.Queue.Subject, trace.WithSpanKind(trace.SpanKindProducer))
+	span.SetAttributes(
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("messaging.operation.name", "send"),
+		attribute.String("messaging.destination.name", msg.Subject),
+		attribute.String("jetrelay.delivery_id", d.DeliveryID),
+		attribute.Bool("jetrelay.deferred", true),
+	)
+	if !until.IsZero() {
+		span.SetAttributes(untilAttr(until), attribute.String("jetrelay.due", until.UTC().Format(time.RFC3339Nano)))
+	}
+	propagation.TraceContext{}.Inject(ctx, telemetry.NATSCarrier(msg.Header))
+	return span
+}
+
+// endWaiting ends a span startWaiting started (nil is fine).
+func endWaiting(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -85,6 +85,12 @@ type Delivery struct {
 	TraceID                 string         `json:"trace_id,omitempty"`
 	TraceFlags              string         `json:"trace_flags,omitempty"`
 	TraceparentInboundValid *bool          `json:"traceparent_inbound_valid,omitempty"`
+	// Waiting is jetrelay's own note of why a non-final delivery is not
+	// being sent now: "breaker_open", "subscription_busy",
+	// "subscription_paused", "subscription_disabled" (held until the
+	// subscription is ACTIVE again). Null once it is sent or final. Admin
+	// ignores fields it does not know.
+	Waiting *string `json:"jetrelay_waiting,omitempty"`
 }
 
 // Subscription is a webhook:{id} record as admin writes it.

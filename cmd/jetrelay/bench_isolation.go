@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -111,6 +112,8 @@ type phaseResult struct {
 	peakRSS        int64
 	peakRSSLife    bool // the peak could not be reset: it is the process's lifetime peak
 	heapPeak       uint64
+	waiting        queue.Waiting // waiting work in the dispatch stream at the end
+	heapWaiting    uint64        // Go heap in use after a GC at the end, with that work waiting
 	peakAckPending int
 	warnings       map[string]int
 	timeline       []workSample
@@ -249,8 +252,20 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 			return nil, err
 		}
 	}
+	res.waiting, res.heapWaiting = waitingMemory(ctx, env)
 	res.warnings = env.logs.warnings()
 	return res, nil
+}
+
+// waitingMemory counts the work waiting in the dispatch stream and the heap
+// this process (jetrelay and its embedded NATS server) keeps in use after a
+// GC with it waiting.
+func waitingMemory(ctx context.Context, env *benchEnv) (queue.Waiting, uint64) {
+	w, _ := queue.CountWaiting(ctx, env.stack.js, queue.Config{Stream: env.cfg.Stream, Subject: env.cfg.Subject, Consumer: env.cfg.Consumer})
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return w, ms.HeapInuse
 }
 
 func settingsOf(env *benchEnv) engineSettings {

@@ -32,16 +32,20 @@ stop that.
   breaker opens: its deliveries are put off until the open period ends, again
   without using attempts, so a dead endpoint costs no sends and no workers.
   Then one probe goes out; its success closes the breaker, its failure opens
-  it again for twice as long (up to the cap).
-- **Parking** (` + "`JETRELAY_PARK_AFTER`" + `). Every put-off (an open breaker, a
-  busy slow subscription, an inactive subscription) and every retry backoff
-  longer than this is written to the Redis sorted set ` + "`jetrelay:deferred`" + ` and its work item is
-  acked, instead of being nak'ed with a delay: a delayed nak keeps holding one
-  of the consumer's ` + "`MaxAckPending`" + ` slots for the whole delay, so tens of
-  thousands of deliveries waiting for one dead endpoint would otherwise fill
-  them and starve every other subscription. The bridge brings parked
-  deliveries back to JetStream in bounded batches when they are due.
-  Only retry backoffs up to this long stay delayed naks (and hold a slot).
+  it again for twice as long (up to the cap). A delivery is held at most until
+  its retry schedule would have ended plus one open period; then it is FAILED
+  with the endpoint's last answer and counts toward auto-disable.
+- **Waiting in JetStream** (` + "`JETRELAY_PARK_AFTER`" + `). Every put-off (an open
+  breaker, a busy slow subscription) and every retry backoff longer than this
+  becomes a JetStream message schedule in the dispatch stream (one per
+  delivery) and its work item is acked, instead of being nak'ed with a delay:
+  a delayed nak keeps holding one of the consumer's ` + "`MaxAckPending`" + ` slots for
+  the whole delay, so tens of thousands of deliveries waiting for one dead
+  endpoint would otherwise fill them and starve every other subscription. The
+  server fires each wake-up back into the work subject when it is due.
+  Deliveries of an inactive (auto-disabled) subscription are held as stored
+  messages until it is re-enabled. Only retry backoffs up to this long stay
+  delayed naks (and hold a slot).
 
 What remains shared is the machine: every put-off still costs a fetch, a
 Redis read and a nak or a park, and the bridge moves every queued delivery
@@ -53,10 +57,15 @@ subscriptions here.
 - *sends recorded* is the sum of ` + "`attempts`" + ` in the delivery records: sends
   that reached an outcome. Sends still hanging on the black hole are not in
   it yet.
-- *parked put-offs* counts the put-offs that went to ` + "`jetrelay:deferred`" + `
-  (from the engine's debug log, by reason: ` + "`breaker_open`" + `,
-  ` + "`subscription_busy`" + `, ` + "`subscription_disabled`" + `); shorter put-offs are
+- *parked put-offs* counts the put-offs that went to JetStream as a wake-up or
+  a held message (from the engine's debug log, by reason: ` + "`breaker_open`" + `,
+  ` + "`subscription_busy`" + `, ` + "`subscription_disabled`" + `); shorter retry waits are
   delayed naks and are not counted.
+- *waiting work and heap* (healthy table) is what waits in the dispatch
+  stream at the end of the phase (pending message schedules / held
+  deliveries, counted by JetStream) and the Go heap in use after a GC of the
+  one process that runs jetrelay and its embedded NATS server; phase B minus
+  phase A, per waiting delivery, is what parked work costs in memory.
 - A subscription auto-disabled after ` + "`disable_after_failures`" + ` failed
   deliveries holds its remaining deliveries parked (` + "`JETRELAY_INACTIVE_SUBSCRIPTIONS=defer`" + `)
   until an operator re-enables it or they go stale.

@@ -40,12 +40,13 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 	row("load generator's worst lag behind schedule", ms(a.healthy.emitLag), ms(b.healthy.emitLag), "", "")
 	row("process CPU time / wall time (jetrelay + NATS + receivers + load)", cpuLine(a), cpuLine(b), "", "")
 	row("process peak RSS (VmHWM) / peak Go heap in use", memLine(a), memLine(b), "", "")
+	row("waiting in JetStream at the end (scheduled / held) / Go heap in use after GC", waitingLine(a), waitingLine(b), perWaiting(a, b), "")
 	row("redis-server CPU time", ms(a.redisCPU), ms(b.redisCPU), "", "")
 	row("peak JetStream ack-pending (of MaxAckPending)", fmt.Sprintf("%d / %d", a.peakAckPending, a.settings.maxAckPending),
 		fmt.Sprintf("%d / %d", b.peakAckPending, b.settings.maxAckPending), "", "")
 
 	var bad strings.Builder
-	bad.WriteString("| bad subscription | endpoint | deliveries queued | sends recorded (attempts) | failed attempts | what the endpoint saw | SUCCESS / FAILED / RETRYING / PENDING | parked in jetrelay:deferred now | parked put-offs (reason) | subscription at the end |\n")
+	bad.WriteString("| bad subscription | endpoint | deliveries queued | sends recorded (attempts) | failed attempts | what the endpoint saw | SUCCESS / FAILED / RETRYING / PENDING | waiting in JetStream now | parked put-offs (reason) | subscription at the end |\n")
 	bad.WriteString("|---|---|---:|---:|---:|---|---|---:|---|---|\n")
 	for _, r := range b.bad {
 		fmt.Fprintf(&bad, "| %s | %s | %d | %d | %d | %s | %d / %d / %d / %d | %d | %s | %s |\n",
@@ -57,7 +58,7 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 	s := b.settings
 	settings := fmt.Sprintf("Engine settings (`jetrelay run`'s defaults unless a JETRELAY_* variable was set): %d workers, "+
 		"adaptive per-subscription in-flight limits bounded by %d, breaker opens after %d consecutive failed attempts for %s (doubling up to %s), "+
-		"waits longer than %s parked in Redis, MaxAckPending %d, AckWait %s, connect timeout %s, request timeout %s.",
+		"retry waits longer than %s and every put-off as JetStream message schedules, MaxAckPending %d, AckWait %s, connect timeout %s, request timeout %s.",
 		s.workers, s.maxInFlight, s.breakerThreshold, s.breakerOpen, s.breakerMaxOpen, s.parkAfter, s.maxAckPending, s.ackWait, s.connectTimeout, s.requestTimeout)
 
 	summary := "## Healthy subscriptions\n\n" + t.String() + "\n## Bad subscriptions (phase B)\n\n" + bad.String() + "\n" + settings + "\n" + warningLines(a, b)
@@ -120,6 +121,19 @@ func memLine(p *phaseResult) string {
 		rss += " (process lifetime)"
 	}
 	return fmt.Sprintf("%s / %.0f MiB", rss, float64(p.heapPeak)/(1<<20))
+}
+
+func waitingLine(p *phaseResult) string {
+	return fmt.Sprintf("%d / %d / %.0f MiB", p.waiting.Scheduled, p.waiting.Held, float64(p.heapWaiting)/(1<<20))
+}
+
+// perWaiting is the heap phase B holds beyond phase A per waiting delivery.
+func perWaiting(a, b *phaseResult) string {
+	n := int64(b.waiting.Scheduled+b.waiting.Held) - int64(a.waiting.Scheduled+a.waiting.Held)
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f KiB per waiting delivery", float64(int64(b.heapWaiting)-int64(a.heapWaiting))/float64(n)/1024)
 }
 
 func reasonList(m map[string]int) string {

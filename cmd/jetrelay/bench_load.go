@@ -144,16 +144,22 @@ func deliveryRecords(ctx context.Context, rdb *redis.Client, ids []string) ([]*p
 	return out, nil
 }
 
-// parked counts how many of ids are parked in jetrelay:deferred now.
+// parked counts how many of ids wait in JetStream now (a wake-up or held),
+// as their records say (jetrelay_waiting).
 func parked(ctx context.Context, rdb *redis.Client, ids []string) (int, error) {
 	n := 0
 	for batch := range slices.Chunk(ids, 1000) {
-		scores, err := rdb.ZMScore(ctx, store.DeferredZSet, batch...).Result()
+		keys := make([]string, len(batch))
+		for i, id := range batch {
+			keys[i] = store.DeliveryKey(id)
+		}
+		vals, err := rdb.MGet(ctx, keys...).Result()
 		if err != nil {
 			return 0, err
 		}
-		for _, s := range scores {
-			if s != 0 {
+		for _, v := range vals {
+			s, _ := v.(string)
+			if d, err := proto.ParseDelivery([]byte(s)); err == nil && !d.Status.Terminal() && d.Waiting != nil {
 				n++
 			}
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
 // workSample is where the work stood at one moment of a phase: queued in Redis
@@ -17,7 +17,7 @@ type workSample struct {
 	redisPending    int64         // LLEN dispatch:pending
 	streamPending   uint64        // consumer NumPending: in the stream, not yet handed out
 	ackPending      int           // consumer NumAckPending
-	parked          int64         // ZCARD jetrelay:deferred
+	parked          int64         // wake-ups and held deliveries in JetStream (queue.CountWaiting)
 	moved, returned uint64        // bridge totals: ids moved from dispatch:pending, parked ones brought back
 	healthyReceived int
 }
@@ -39,7 +39,9 @@ func (env *benchEnv) timeline(ctx context.Context, every time.Duration, healthyR
 			}
 			s := workSample{at: time.Since(start), healthyReceived: healthyReceived()}
 			s.redisPending, _ = env.adminDB.LLen(ctx, "dispatch:pending").Result()
-			s.parked, _ = env.adminDB.ZCard(ctx, store.DeferredZSet).Result()
+			if w, err := queue.CountWaiting(ctx, env.stack.js, queue.Config{Stream: env.cfg.Stream, Subject: env.cfg.Subject, Consumer: env.cfg.Consumer}); err == nil {
+				s.parked = int64(w.Scheduled + w.Held)
+			}
 			if info, err := env.consumerInfo(ctx); err == nil {
 				s.streamPending, s.ackPending = info.NumPending, info.NumAckPending
 			}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -258,7 +259,7 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 					lastErr = *rec.ErrorMessage
 				}
 			default:
-				if heldBack(ctx, rdb, id, d.id, inactive) {
+				if heldBack(ctx, rdb, rec.Delivery, inactive) {
 					held++
 				}
 			}
@@ -285,7 +286,7 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 		"X-Cycles-Trace-Id and traceparent. The flaky endpoint's failures opened its circuit breaker: its\n" +
 		"deliveries waited, without using up attempts, until a probe found it back, then all went out.\n" +
 		"The dead one failed its deliveries and, after 3 of them, was auto-disabled (a webhook.disabled\n" +
-		"event was saved). Its remaining deliveries are HELD, unsent, in jetrelay:deferred: re-enable the\n" +
+		"event was saved). Its remaining deliveries are HELD, unsent, in JetStream: re-enable the\n" +
 		"subscription (status ACTIVE) and they go out; otherwise they fail once older than MAX_DELIVERY_AGE_MS.\n")
 	return nil
 }
@@ -293,7 +294,7 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 // progress is where the demo's deliveries stand.
 type progress struct {
 	counts map[proto.DeliveryStatus]int
-	held   int // not final, parked in jetrelay:deferred while their subscription is inactive
+	held   int // not final, held in JetStream while their subscription is inactive
 }
 
 func progressOf(ctx context.Context, rdb *redis.Client, ids []string) (progress, error) {
@@ -307,13 +308,13 @@ func progressOf(ctx context.Context, rdb *redis.Client, ids []string) (progress,
 	}
 	p := progress{counts: make(map[proto.DeliveryStatus]int)}
 	inactive := map[string]bool{}
-	for i, v := range vals {
+	for _, v := range vals {
 		s, _ := v.(string)
 		d, err := proto.ParseDelivery([]byte(s))
 		if err != nil {
 			continue
 		}
-		if !d.Status.Terminal() && heldBack(ctx, rdb, ids[i], d.SubscriptionID, inactive) {
+		if !d.Status.Terminal() && heldBack(ctx, rdb, d, inactive) {
 			p.held++
 			continue
 		}
@@ -322,9 +323,10 @@ func progressOf(ctx context.Context, rdb *redis.Client, ids []string) (progress,
 	return p, nil
 }
 
-// heldBack reports whether a delivery waits, parked, for its inactive
-// subscription to be re-enabled.
-func heldBack(ctx context.Context, rdb *redis.Client, id, sub string, inactive map[string]bool) bool {
+// heldBack reports whether a delivery is held for its inactive subscription
+// to be re-enabled, as its record says (jetrelay_waiting).
+func heldBack(ctx context.Context, rdb *redis.Client, d *proto.Delivery, inactive map[string]bool) bool {
+	sub := d.SubscriptionID
 	off, seen := inactive[sub]
 	if !seen {
 		if raw, err := rdb.Get(ctx, store.SubscriptionKey(sub)).Bytes(); err == nil {
@@ -334,16 +336,15 @@ func heldBack(ctx context.Context, rdb *redis.Client, id, sub string, inactive m
 		}
 		inactive[sub] = off
 	}
-	if !off {
-		return false
-	}
-	_, err := rdb.ZScore(ctx, store.DeferredZSet, id).Result()
-	return err == nil
+	return off && d.Waiting != nil && strings.HasPrefix(*d.Waiting, "subscription_")
 }
 
-// fastPolicy keeps the demo short: 4 sends, 200 ms apart doubling.
+// fastPolicy keeps the demo short: 4 sends, 1 s apart doubling (7 s in
+// all). The flaky endpoint's outage must fit in that schedule plus one open
+// period of its breaker, or the breaker fails its deliveries at the end of
+// the schedule, as the reference service would.
 func fastPolicy() proto.RetryPolicy {
-	retries, initial, mult, maxDelay := 3, int64(200), 2.0, int64(2000)
+	retries, initial, mult, maxDelay := 3, int64(1000), 2.0, int64(4000)
 	return proto.RetryPolicy{MaxRetries: &retries, InitialDelayMs: &initial, BackoffMultiplier: &mult, MaxDelayMs: &maxDelay}
 }
 

@@ -189,6 +189,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		s.metrics.WatchBridge(s.bridge.Stats)
 	}
 	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
+	s.metrics.WatchWaiting(s.js, qc)
 	s.metrics.WatchRedis(s.rdb)
 	s.metrics.WatchReadiness(s.checks())
 	return s, nil

@@ -28,8 +28,8 @@ func (m *Metrics) labels(l engine.Labels, more ...string) []string {
 	return append(out, more...)
 }
 
-// Attempted counts a send starting (engine.Observer).
-func (m *Metrics) Attempted(l engine.Labels) {
+// Sending counts a send starting (engine.Observer).
+func (m *Metrics) Sending(l engine.Labels) {
 	m.attempts.WithLabelValues(m.labels(l)...).Inc()
 	m.inFlight.Inc()
 }
@@ -47,19 +47,41 @@ func (m *Metrics) Sent(_ engine.Labels, s engine.Send) {
 	}
 }
 
-// Succeeded counts a recorded success, its latency and the delivery's age
-// (engine.Observer). The reference records the latency even when it is 0.
-func (m *Metrics) Succeeded(l engine.Labels, statusCode int, latency, age time.Duration) {
+// Decided counts a recorded decision in the reference's series
+// (engine.Observer): a success, a failed send and its retry, a failure, a
+// stale delivery, an auto-disable, a put-off.
+func (m *Metrics) Decided(d engine.Decision) {
+	switch d.Kind {
+	case engine.Delivered:
+		m.succeeded(d.Labels, d.StatusCode, d.Latency, d.Age)
+	case engine.Retrying:
+		m.failed(d.Labels, d.Reason, d.Latency)
+		m.retried.WithLabelValues(m.labels(d.Labels)...).Inc()
+	case engine.Failed:
+		m.failed(d.Labels, d.Reason, d.Latency)
+		if d.AutoDisabled {
+			m.autoDisabledOnce(d.Labels.TenantID)
+		}
+	case engine.Stale:
+		m.stale1()
+	case engine.PutOff:
+		m.postponed.WithLabelValues(oneOf(d.Reason, postponeReasons)).Inc()
+	}
+}
+
+// succeeded counts a recorded success, its latency and the delivery's age.
+// The reference records the latency even when it is 0.
+func (m *Metrics) succeeded(l engine.Labels, statusCode int, latency, age time.Duration) {
 	m.success.WithLabelValues(m.labels(l, statusFamily(statusCode))...).Inc()
 	m.observeLatency(l, "success", latency)
 	m.age.Observe(max(age, 0).Seconds())
 }
 
-// Failed counts a failed send or a failure without a send (engine.Observer).
-// As in the reference, a failure's latency is recorded only when positive.
-func (m *Metrics) Failed(l engine.Labels, reason string, latency time.Duration) {
+// failed counts a failed send or a failure without a send. As in the
+// reference, a failure's latency is recorded only when positive.
+func (m *Metrics) failed(l engine.Labels, reason string, latency time.Duration) {
 	reason = oneOf(reason, failedReasons)
-	m.failed.WithLabelValues(m.labels(l, reason)...).Inc()
+	m.failedTotal.WithLabelValues(m.labels(l, reason)...).Inc()
 	if latency > 0 {
 		m.observeLatency(l, "failure", latency)
 	}
@@ -74,12 +96,9 @@ func (m *Metrics) observeLatency(l engine.Labels, outcome string, latency time.D
 	m.latencyMax.observe(latency.Seconds(), lvs...)
 }
 
-// Retried counts a retry scheduled (engine.Observer).
-func (m *Metrics) Retried(l engine.Labels) { m.retried.WithLabelValues(m.labels(l)...).Inc() }
-
-// Stale counts a delivery failed for its age (engine.Observer); the
-// reference tags it with tenant UNKNOWN whatever the subscription.
-func (m *Metrics) Stale(engine.Labels) {
+// stale1 counts a delivery failed for its age; the reference tags it with
+// tenant UNKNOWN whatever the subscription.
+func (m *Metrics) stale1() {
 	if m.opts.TenantTag {
 		m.stale.WithLabelValues(Unknown).Inc()
 		return
@@ -87,9 +106,9 @@ func (m *Metrics) Stale(engine.Labels) {
 	m.stale.WithLabelValues().Inc()
 }
 
-// AutoDisabled counts a subscription disabled after consecutive failures
-// (engine.Observer).
-func (m *Metrics) AutoDisabled(tenantID string) {
+// autoDisabledOnce counts a subscription disabled after consecutive
+// failures.
+func (m *Metrics) autoDisabledOnce(tenantID string) {
 	if m.opts.TenantTag {
 		m.autoDisabled.WithLabelValues(m.tenants.value(tenantID), "consecutive_failures").Inc()
 		return
@@ -101,11 +120,6 @@ func (m *Metrics) AutoDisabled(tenantID string) {
 // reference's type label is the raw event type, never the tenant.
 func (m *Metrics) PayloadInvalid(eventType, rule string) {
 	m.payloadInvalid.WithLabelValues(m.eventTypes.value(eventType), oneOf(rule, validatorRules)).Inc()
-}
-
-// Postponed counts a delivery put off without an attempt (engine.Observer).
-func (m *Metrics) Postponed(reason string) {
-	m.postponed.WithLabelValues(oneOf(reason, postponeReasons)).Inc()
 }
 
 // statusFamily is the reference's status_code_family: 2xx…5xx, UNKNOWN

@@ -33,7 +33,7 @@ var (
 
 // exposedNames returns every series name a fully wired Metrics exposes
 // (histogram and summary suffixes included), from a real JetStream and a
-// real Redis, after one call of each engine.Observer method.
+// real Redis, after one call of each engine.Observer method (and each kind of decision).
 func exposedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	_, _, js := testenv.NATS(t)
@@ -49,21 +49,21 @@ func exposedNames(t *testing.T) map[string]bool {
 	}
 	m := New(Options{ScrapeTimeout: 5 * time.Second})
 	m.WatchQueue(js, qc.Stream, qc.Consumer)
+	m.WatchWaiting(js, qc)
 	m.WatchRedis(rdb)
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })
 	m.WatchBreakers(func() engine.BreakerStats { return engine.BreakerStats{} })
 	m.WatchLimits(func() []engine.SubscriptionLimit { return nil })
 	m.WatchReadiness(map[string]mgmt.Check{"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	l := engine.Labels{EventType: "budget.exhausted"}
-	m.Attempted(l)
+	m.Sending(l)
 	m.Sent(l, engine.Send{Transport: "https", Outcome: "delivered", StatusCode: 200, Latency: time.Millisecond})
-	m.Succeeded(l, 200, time.Millisecond, time.Second)
-	m.Failed(l, "boundary_skipped", time.Millisecond)
-	m.Retried(l)
-	m.Stale(l)
-	m.AutoDisabled("acme")
+	m.Decided(engine.Decision{Kind: engine.Delivered, Labels: l, StatusCode: 200, Latency: time.Millisecond, Age: time.Second})
+	m.Decided(engine.Decision{Kind: engine.Failed, Labels: l, Reason: "boundary_skipped", Latency: time.Millisecond, AutoDisabled: true})
+	m.Decided(engine.Decision{Kind: engine.Retrying, Labels: l, Reason: "http_5xx"})
+	m.Decided(engine.Decision{Kind: engine.Stale, Labels: l})
 	m.PayloadInvalid("x", "missing_required")
-	m.Postponed("breaker_open")
+	m.Decided(engine.Decision{Kind: engine.PutOff, Reason: "breaker_open"})
 
 	mfs, err := m.Registry().Gather()
 	if err != nil {

@@ -57,7 +57,7 @@ type Metrics struct {
 
 	attempts       *prometheus.CounterVec
 	success        *prometheus.CounterVec
-	failed         *prometheus.CounterVec
+	failedTotal    *prometheus.CounterVec
 	retried        *prometheus.CounterVec
 	stale          *prometheus.CounterVec
 	autoDisabled   *prometheus.CounterVec
@@ -99,7 +99,7 @@ func New(opts Options) *Metrics {
 	}
 	m.attempts = counter("cycles_webhook_delivery_attempts_total", "Sends started (reference cycles.webhook.delivery.attempts).", withTenant("event_type"))
 	m.success = counter("cycles_webhook_delivery_success_total", "Deliveries recorded SUCCESS (reference cycles.webhook.delivery.success).", withTenant("event_type", "status_code_family"))
-	m.failed = counter("cycles_webhook_delivery_failed_total", "Failed sends (every failed attempt) and deliveries failed without a send, by reason (reference cycles.webhook.delivery.failed; jetrelay adds ssrf_blocked and boundary_skipped).", withTenant("event_type", "reason"))
+	m.failedTotal = counter("cycles_webhook_delivery_failed_total", "Failed sends (every failed attempt) and deliveries failed without a send, by reason (reference cycles.webhook.delivery.failed; jetrelay adds ssrf_blocked and boundary_skipped).", withTenant("event_type", "reason"))
 	m.retried = counter("cycles_webhook_delivery_retried_total", "Retries scheduled after a failed send (reference cycles.webhook.delivery.retried).", withTenant("event_type"))
 	m.stale = counter("cycles_webhook_delivery_stale_total", "Deliveries failed unsent for being older than MAX_DELIVERY_AGE_MS (reference cycles.webhook.delivery.stale; tenant always UNKNOWN).", withTenant())
 	m.autoDisabled = counter("cycles_webhook_subscription_auto_disabled_total", "Subscriptions disabled after consecutive failed deliveries (reference cycles.webhook.subscription.auto_disabled).", withTenant("reason"))

@@ -64,7 +64,7 @@ func TestObserver_CountsOutcomesWithTheReferenceLabels(t *testing.T) {
 		{"tenant tag off, as upstream's default", false, map[string]map[string]float64{
 			"cycles_webhook_delivery_attempts_total":          {"event_type=budget.exhausted": 2},
 			"cycles_webhook_delivery_success_total":           {"event_type=budget.exhausted,status_code_family=2xx": 1},
-			"cycles_webhook_delivery_failed_total":            {"event_type=budget.exhausted,reason=http_5xx": 1, "event_type=UNKNOWN,reason=event_not_found": 1},
+			"cycles_webhook_delivery_failed_total":            {"event_type=budget.exhausted,reason=http_5xx": 1, "event_type=budget.exhausted,reason=http_4xx": 1, "event_type=UNKNOWN,reason=event_not_found": 1},
 			"cycles_webhook_delivery_retried_total":           {"event_type=budget.exhausted": 1},
 			"cycles_webhook_delivery_stale_total":             {"": 1},
 			"cycles_webhook_subscription_auto_disabled_total": {"reason=consecutive_failures": 1},
@@ -76,7 +76,7 @@ func TestObserver_CountsOutcomesWithTheReferenceLabels(t *testing.T) {
 		}},
 		{"tenant tag on", true, map[string]map[string]float64{
 			"cycles_webhook_delivery_attempts_total":          {"event_type=budget.exhausted,tenant=acme": 2},
-			"cycles_webhook_delivery_failed_total":            {"event_type=budget.exhausted,reason=http_5xx,tenant=acme": 1, "event_type=UNKNOWN,reason=event_not_found,tenant=UNKNOWN": 1},
+			"cycles_webhook_delivery_failed_total":            {"event_type=budget.exhausted,reason=http_5xx,tenant=acme": 1, "event_type=budget.exhausted,reason=http_4xx,tenant=acme": 1, "event_type=UNKNOWN,reason=event_not_found,tenant=UNKNOWN": 1},
 			"cycles_webhook_delivery_stale_total":             {"tenant=UNKNOWN": 1},
 			"cycles_webhook_subscription_auto_disabled_total": {"reason=consecutive_failures,tenant=acme": 1},
 			"cycles_webhook_events_payload_invalid_total":     {"rule=trace_id_shape,type=budget.exhausted": 1},
@@ -86,19 +86,21 @@ func TestObserver_CountsOutcomesWithTheReferenceLabels(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := New(Options{TenantTag: c.tenantTag})
 			l := engine.Labels{TenantID: "acme", EventType: "budget.exhausted"}
-			m.Attempted(l)
+			m.Sending(l)
 			m.Sent(l, engine.Send{Transport: "https", Outcome: "delivered", StatusCode: 204, Latency: 20 * time.Millisecond})
-			m.Succeeded(l, 204, 20*time.Millisecond, 3*time.Second)
-			m.Attempted(l)
+			m.Decided(engine.Decision{Kind: engine.Delivered, Labels: l, StatusCode: 204, Latency: 20 * time.Millisecond, Age: 3 * time.Second})
+			m.Sending(l)
 			m.Sent(l, engine.Send{Transport: "https", Outcome: "failed", StatusCode: 503, Latency: 40 * time.Millisecond})
-			m.Failed(l, "http_5xx", 40*time.Millisecond)
-			m.Retried(l)
-			m.Failed(engine.Labels{}, "event_not_found", 0)
-			m.Stale(l)
-			m.AutoDisabled("acme")
+			m.Decided(engine.Decision{Kind: engine.Retrying, Labels: l, Reason: "http_5xx", Latency: 40 * time.Millisecond})
+			m.Decided(engine.Decision{Kind: engine.Failed, Reason: "event_not_found"})
+			// A delivery whose schedule ran out at the open breaker: failed
+			// with the endpoint's last answer, no send, and it disabled the
+			// subscription.
+			m.Decided(engine.Decision{Kind: engine.Failed, Labels: l, Reason: "http_4xx", AutoDisabled: true})
+			m.Decided(engine.Decision{Kind: engine.Stale, Labels: l})
 			m.PayloadInvalid("budget.exhausted", "trace_id_shape")
-			m.Postponed("breaker_open")
-			m.Postponed("subscription_SOMETHING_new")
+			m.Decided(engine.Decision{Kind: engine.PutOff, Reason: "breaker_open"})
+			m.Decided(engine.Decision{Kind: engine.PutOff, Reason: "subscription_SOMETHING_new"})
 
 			got := families(t, m)
 			for name, want := range c.want {
@@ -146,7 +148,7 @@ func TestCapped_FoldsEventTypesPastTheCapIntoOther(t *testing.T) {
 func TestObserver_ManyEventTypesStayWithinTheCap(t *testing.T) {
 	m := New(Options{MaxEventTypes: 5})
 	for i := range 1000 {
-		m.Attempted(engine.Labels{EventType: fmt.Sprintf("spam.%d", i)})
+		m.Sending(engine.Labels{EventType: fmt.Sprintf("spam.%d", i)})
 	}
 	if n := len(families(t, m)["cycles_webhook_delivery_attempts_total"].GetMetric()); n != 6 {
 		t.Errorf("1000 event types made %d attempts series, want 5 plus other", n)

@@ -54,7 +54,7 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
 	cl := []string{"stream", "consumer"}
 	var (
 		up          = prometheus.NewDesc("jetrelay_queue_info_up", "1 when the last scrape could read the dispatch stream and consumer from JetStream, 0 when it could not.", nil, nil)
-		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Work items stored in the dispatch stream (not yet delivered, in flight or waiting for a retry).", sl, nil)
+		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries).", sl, nil)
 		pending     = prometheus.NewDesc("jetrelay_consumer_pending", "Work items the shared consumer has not delivered to any engine yet (the backlog).", cl, nil)
 		ackPending  = prometheus.NewDesc("jetrelay_consumer_ack_pending", "Work items delivered and not yet acked: sends in flight plus short retries waiting as delayed naks.", cl, nil)
 		maxAck      = prometheus.NewDesc("jetrelay_consumer_max_ack_pending", "The consumer's MaxAckPending: ack-pending at this value stops delivery.", cl, nil)
@@ -93,20 +93,18 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
 // cheap to know; the lengths are. Call it at most once.
 func (m *Metrics) WatchRedis(rdb redis.UniversalClient) {
 	var (
-		up       = prometheus.NewDesc("jetrelay_redis_info_up", "1 when the last scrape could read the Redis backlogs, 0 when it could not.", nil, nil)
-		pending  = prometheus.NewDesc("jetrelay_dispatch_pending", "LLEN dispatch:pending: delivery ids admin enqueued that no bridge has taken yet (bridge lag).", nil, nil)
-		deferred = prometheus.NewDesc("jetrelay_deferred", "ZCARD jetrelay:deferred: deliveries parked until a breaker, a busy or inactive subscription, or a long retry wait lets them go.", nil, nil)
-		failed   = prometheus.NewDesc("jetrelay_dispatch_failed", "LLEN dispatch:failed: quarantined work items (corrupt records, malformed ids) kept for an operator.", nil, nil)
-		retry    = prometheus.NewDesc("jetrelay_dispatch_retry", "ZCARD dispatch:retry: retries left by the reference service, promoted by the bridge.", nil, nil)
+		up      = prometheus.NewDesc("jetrelay_redis_info_up", "1 when the last scrape could read the Redis backlogs, 0 when it could not.", nil, nil)
+		pending = prometheus.NewDesc("jetrelay_dispatch_pending", "LLEN dispatch:pending: delivery ids admin enqueued that no bridge has taken yet (bridge lag).", nil, nil)
+		failed  = prometheus.NewDesc("jetrelay_dispatch_failed", "LLEN dispatch:failed: quarantined work items (corrupt records, malformed ids) kept for an operator.", nil, nil)
+		retry   = prometheus.NewDesc("jetrelay_dispatch_retry", "ZCARD dispatch:retry: retries left by the reference service, promoted by the bridge.", nil, nil)
 	)
 	m.reg.MustRegister(scraper{
-		descs: []*prometheus.Desc{up, pending, deferred, failed, retry},
+		descs: []*prometheus.Desc{up, pending, failed, retry},
 		collect: func(ch chan<- prometheus.Metric) {
 			ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
 			defer cancel()
 			p := rdb.Pipeline()
 			lp := p.LLen(ctx, store.PendingList)
-			zd := p.ZCard(ctx, store.DeferredZSet)
 			lf := p.LLen(ctx, store.FailedList)
 			zr := p.ZCard(ctx, store.RetryZSet)
 			if _, err := p.Exec(ctx); err != nil {
@@ -115,7 +113,6 @@ func (m *Metrics) WatchRedis(rdb redis.UniversalClient) {
 			}
 			gauge(ch, up, 1)
 			gauge(ch, pending, float64(lp.Val()))
-			gauge(ch, deferred, float64(zd.Val()))
 			gauge(ch, failed, float64(lf.Val()))
 			gauge(ch, retry, float64(zr.Val()))
 		},
@@ -140,7 +137,7 @@ func (m *Metrics) WatchBridge(stats func() bridge.Stats) {
 		c("recovered", "Ids republished from a processing list after a crash (this instance's or an adopted one).", func(s bridge.Stats) uint64 { return s.Recovered }),
 		c("adopted", "Ids taken over from dead bridges' processing lists.", func(s bridge.Stats) uint64 { return s.Adopted }),
 		c("promoted", "Ids promoted from the reference service's dispatch:retry ZSET.", func(s bridge.Stats) uint64 { return s.Promoted }),
-		c("undeferred", "Deliveries brought back from jetrelay:deferred when due.", func(s bridge.Stats) uint64 { return s.Undeferred }),
+		c("undeferred", "Deliveries an older jetrelay left in jetrelay:deferred, moved into dispatch:pending once at start-up.", func(s bridge.Stats) uint64 { return s.Undeferred }),
 		c("quarantined", "Malformed ids moved to dispatch:failed.", func(s bridge.Stats) uint64 { return s.Quarantined }),
 	}
 	descs := make([]*prometheus.Desc, len(fields))

@@ -38,10 +38,12 @@ type Config struct {
 	// recovery republishes ids it may already have published; the window is
 	// what turns those into no-ops.
 	Duplicates time.Duration
-	// MaxMsgs caps stored work items (0 = unlimited). A full stream refuses
-	// new items (DiscardNew) rather than silently evicting queued work.
+	// MaxMsgs caps queued work items (0 = unlimited). It is back-pressure,
+	// not a stream limit (see StreamConfig and Room): at the cap the bridge
+	// stops moving new ids out of Redis; nothing stored is ever evicted.
 	MaxMsgs int64
-	// MaxBytes caps stored bytes (0 = unlimited), with the same DiscardNew rule.
+	// MaxBytes caps the stream's stored bytes, waiting work included
+	// (0 = unlimited), with the same back-pressure rule.
 	MaxBytes int64
 	// AckWait is how long a delivered item may stay unacknowledged before
 	// redelivery (default 60s: above the 30s request timeout plus margin).

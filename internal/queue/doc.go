@@ -4,4 +4,11 @@
 // the message body and as its Nats-Msg-Id, so a republished id is absorbed by
 // JetStream's dedupe window; a deliberate re-enqueue after the id's message
 // was consumed carries a derived Nats-Msg-Id, see RequeueMsgID).
+//
+// The same stream holds the work that waits (subjects.go, waiting.go): one
+// message schedule per delivery that waits for a time (a retry, a put-off),
+// and stored messages for deliveries held for an inactive subscription. It
+// therefore carries no limits that could evict them; MaxMsgs and MaxBytes
+// are back-pressure for the bridge (Room), and CountWaiting counts the
+// waiting work cheaply.
 package queue

@@ -33,6 +33,16 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 	if st, err = queue.EnsureStream(ctx, js, queue.Config{}); err != nil {
 		t.Fatalf("EnsureStream: %v", err)
 	}
+	// The upgrade to a stream that holds waiting work narrows the old
+	// unfiltered consumer first, or it would take wake-ups and held
+	// deliveries as work items.
+	old, err := js.Consumer(ctx, queue.DefaultStream, queue.DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := old.CachedInfo().Config.FilterSubject; f != queue.DefaultSubject {
+		t.Errorf("after EnsureStream the existing consumer's filter is %q, want %q", f, queue.DefaultSubject)
+	}
 	cons, err := queue.EnsureConsumer(ctx, js, queue.Config{})
 	if err != nil {
 		t.Fatalf("EnsureConsumer: %v", err)
@@ -41,14 +51,14 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if si.Config.Discard != jetstream.DiscardNew || si.Config.MaxMsgs != -1 {
-		t.Errorf("stream not reconciled: discard=%v max_msgs=%d", si.Config.Discard, si.Config.MaxMsgs)
+	if c := si.Config; !c.AllowMsgSchedules || c.MaxMsgs != -1 || len(c.Subjects) != 3 {
+		t.Errorf("stream not reconciled: schedules=%v max_msgs=%d subjects=%v", c.AllowMsgSchedules, c.MaxMsgs, c.Subjects)
 	}
 	ci, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := ci.Config; c.AckWait != queue.DefaultAckWait || c.MaxAckPending != queue.DefaultMaxAckPending || c.MaxDeliver != -1 {
-		t.Errorf("consumer not reconciled: ack_wait=%s max_ack_pending=%d max_deliver=%d", c.AckWait, c.MaxAckPending, c.MaxDeliver)
+	if c := ci.Config; c.AckWait != queue.DefaultAckWait || c.MaxAckPending != queue.DefaultMaxAckPending || c.MaxDeliver != -1 || c.FilterSubject != queue.DefaultSubject {
+		t.Errorf("consumer not reconciled: ack_wait=%s max_ack_pending=%d max_deliver=%d filter=%q", c.AckWait, c.MaxAckPending, c.MaxDeliver, c.FilterSubject)
 	}
 }

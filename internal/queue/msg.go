@@ -68,21 +68,11 @@ func NewRequeueMsg(subject, deliveryID string, replaced uint64) *nats.Msg {
 	return newMsg(subject, deliveryID, RequeueMsgID(deliveryID, replaced))
 }
 
-// deferSep separates a delivery id from the due time of a deferral.
+// deferSep separates a delivery id from a due time in the Nats-Msg-Id
+// "<deliveryID>#d<dueMillis>" an older bridge gave deliveries it brought back
+// from jetrelay:deferred. Nothing writes it any more; work items published
+// that way before an upgrade are still accepted.
 const deferSep = "#d"
-
-// DeferredMsgID is the Nats-Msg-Id of a deferred delivery brought back at
-// dueMillis: "<deliveryID>#d<dueMillis>". One deferral always maps to the
-// same id, so a promotion repeated after a crash is absorbed by the dedupe
-// window, while each new deferral of the same delivery gets a new id.
-func DeferredMsgID(deliveryID string, dueMillis int64) string {
-	return deliveryID + deferSep + strconv.FormatInt(dueMillis, 10)
-}
-
-// NewDeferredMsg builds the work item that brings a deferred delivery back.
-func NewDeferredMsg(subject, deliveryID string, dueMillis int64) *nats.Msg {
-	return newMsg(subject, deliveryID, DeferredMsgID(deliveryID, dueMillis))
-}
 
 func newMsg(subject, deliveryID, msgID string) *nats.Msg {
 	return &nats.Msg{
@@ -93,8 +83,8 @@ func newMsg(subject, deliveryID, msgID string) *nats.Msg {
 }
 
 // DeliveryID extracts and validates the delivery id of a work item. Its
-// Nats-Msg-Id, when present, must be the id itself, a RequeueMsgID or a
-// DeferredMsgID of it; anything else means the item was not built here.
+// Nats-Msg-Id, when present, must be the id itself, a RequeueMsgID or an
+// older bridge's deferral id of it (deferSep); anything else means the item was not built here.
 func DeliveryID(m jetstream.Msg) (string, error) {
 	id := string(m.Data())
 	if err := ValidateDeliveryID(id); err != nil {

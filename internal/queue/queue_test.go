@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestValidate_RejectsSettingsJetStreamWouldRefuse(t *testing.T) {
 	}
 }
 
-func TestEnsureStream_CreatesABoundedFileWorkQueueAndIsIdempotent(t *testing.T) {
+func TestEnsureStream_CreatesAnUnlimitedFileWorkQueueAndIsIdempotent(t *testing.T) {
 	_, _, js := testenv.NATS(t)
 	ctx := testCtx(t)
 	cfg := queue.Config{MaxMsgs: 2}
@@ -85,23 +86,50 @@ func TestEnsureStream_CreatesABoundedFileWorkQueueAndIsIdempotent(t *testing.T) 
 		t.Fatal(err)
 	}
 	c := info.Config
-	if c.Retention != jetstream.WorkQueuePolicy || c.Storage != jetstream.FileStorage || c.Discard != jetstream.DiscardNew ||
-		c.Duplicates != 2*time.Minute || len(c.Subjects) != 1 || c.Subjects[0] != "jetrelay.dispatch" {
+	want := []string{"jetrelay.dispatch", "jetrelay.dispatch.sched.>", "jetrelay.dispatch.held.>"}
+	if c.Retention != jetstream.WorkQueuePolicy || c.Storage != jetstream.FileStorage || !c.AllowMsgSchedules ||
+		c.Duplicates != 2*time.Minute || !slices.Equal(c.Subjects, want) {
 		t.Errorf("stream config = %+v", c)
 	}
+	if c.MaxMsgs != -1 || c.MaxBytes != -1 || c.MaxAge != 0 {
+		t.Errorf("stream limits max_msgs=%d max_bytes=%d max_age=%s, want none: a limit would evict waiting work", c.MaxMsgs, c.MaxBytes, c.MaxAge)
+	}
+}
 
-	for _, id := range []string{"d1", "d2"} {
+func TestRoom_CountsOnlyWorkItemsAgainstMaxMsgsAndNeverEvictsWaitingWork(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx := testCtx(t)
+	cfg := queue.Config{MaxMsgs: 2}
+	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Waiting work (a held delivery, a wake-up far ahead) does not use room.
+	if _, err := js.PublishMsg(ctx, queue.NewHeldMsg(cfg, "sub1", "h1", time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, queue.NewScheduleMsg(cfg, "s1", time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if room, err := queue.Room(ctx, js, cfg); err != nil || room != 2 {
+		t.Fatalf("Room with only waiting work = %d, %v; want 2", room, err)
+	}
+	for _, id := range []string{"d1", "d2", "d3"} {
 		if _, err := js.PublishMsg(ctx, queue.NewMsg("jetrelay.dispatch", id)); err != nil {
 			t.Fatalf("publish %s: %v", id, err)
 		}
 	}
-	_, err = js.PublishMsg(ctx, queue.NewMsg("jetrelay.dispatch", "d3"))
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10077 {
-		t.Fatalf("publish into a full stream = %v, want a 10077 refusal (queued work is never evicted)", err)
+	if room, err := queue.Room(ctx, js, cfg); err != nil || room != 0 {
+		t.Fatalf("Room over the cap = %d, %v; want 0", room, err)
 	}
-	if info, _ := st.Info(ctx); info.State.Msgs != 2 {
-		t.Errorf("stream holds %d msgs, want the first 2 kept", info.State.Msgs)
+	st, err := js.Stream(ctx, queue.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := st.Info(ctx); info.State.Msgs != 5 {
+		t.Errorf("stream holds %d msgs, want all 5 kept (3 work items, 1 held, 1 scheduled)", info.State.Msgs)
+	}
+	if room, err := queue.Room(ctx, js, queue.Config{}); err != nil || room != queue.Unlimited {
+		t.Errorf("Room without limits = %d, %v; want Unlimited", room, err)
 	}
 }
 

@@ -31,6 +31,13 @@ func (c Config) ScheduleSubjects() string {
 	return c.WithDefaults().Subject + ".sched.>"
 }
 
+// HeldCheckSubject is the subject of subscriptionID's pending held-check
+// (NewHeldCheckMsg). It has one token more than a delivery's wake-up, so it
+// can never be mistaken for one, and ScheduleSubjects matches it too.
+func (c Config) HeldCheckSubject(subscriptionID string) string {
+	return c.WithDefaults().Subject + ".sched.held." + SubjectToken(subscriptionID)
+}
+
 // HeldSubject is the subject of deliveryID while subscriptionID holds it.
 func (c Config) HeldSubject(subscriptionID, deliveryID string) string {
 	return c.WithDefaults().Subject + ".held." + SubjectToken(subscriptionID) + "." + SubjectToken(deliveryID)

@@ -10,18 +10,28 @@ import (
 )
 
 // StreamConfig is the stream EnsureStream creates for c (defaults applied).
+//
+// Besides the work items on c.Subject it holds the waiting work (subjects.go):
+// wake-ups as message schedules, and held deliveries. That decides its
+// limits: the stream has none. The server refuses schedules on a DiscardNew
+// stream, and MaxAge, MaxMsgs or MaxBytes with DiscardOld would silently
+// delete pending wake-ups and held deliveries, which are the only copy of
+// that work. c.MaxMsgs and c.MaxBytes are enforced by the bridge instead
+// (back-pressure before it moves new ids out of Redis, see CheckRoom), so a
+// full stream slows intake and never evicts anything.
 func StreamConfig(c Config) jetstream.StreamConfig {
 	c = c.WithDefaults()
 	return jetstream.StreamConfig{
-		Name:       c.Stream,
-		Subjects:   []string{c.Subject},
-		Retention:  jetstream.WorkQueuePolicy,
-		Storage:    jetstream.FileStorage,
-		Discard:    jetstream.DiscardNew,
-		MaxMsgs:    c.MaxMsgs,
-		MaxBytes:   c.MaxBytes,
-		Duplicates: c.Duplicates,
-		Replicas:   c.Replicas,
+		Name:              c.Stream,
+		Subjects:          []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects("")},
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           jetstream.FileStorage,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		Duplicates:        c.Duplicates,
+		Replicas:          c.Replicas,
+		AllowMsgSchedules: true,
 	}
 }
 
@@ -35,6 +45,9 @@ func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 		Durable:       c.Consumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Only work items: wake-ups wait on their own subjects until they
+		// fire into c.Subject, and held deliveries wait until released.
+		FilterSubject: c.Subject,
 		AckWait:       c.AckWait,
 		MaxAckPending: c.MaxAckPending,
 		MaxDeliver:    c.MaxDeliver,
@@ -61,7 +74,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 			return EnsureStream(ctx, js, c) // another process created it first
 		}
 	case err == nil && streamDrifted(st.CachedInfo().Config, want):
-		st, err = js.UpdateStream(ctx, want)
+		// The consumer of an older jetrelay reads the whole stream: narrow
+		// it first, or it would take (and ack away) wake-ups and held
+		// deliveries the moment the stream starts to hold them.
+		if err = narrowConsumer(ctx, js, c); err == nil {
+			st, err = js.UpdateStream(ctx, want)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: ensure stream %s: %w", c.Stream, err)
@@ -75,7 +93,27 @@ func streamDrifted(have, want jetstream.StreamConfig) bool {
 		have.Retention != want.Retention || have.Storage != want.Storage ||
 		have.Discard != want.Discard || have.Replicas != want.Replicas ||
 		have.Duplicates != want.Duplicates || have.MaxMsgs != want.MaxMsgs ||
-		have.MaxBytes != want.MaxBytes || have.MaxAge != want.MaxAge
+		have.MaxBytes != want.MaxBytes || have.MaxAge != want.MaxAge ||
+		have.AllowMsgSchedules != want.AllowMsgSchedules
+}
+
+// narrowConsumer sets the work-item filter on an existing consumer that has
+// none. A missing consumer is fine: EnsureConsumer creates it filtered.
+func narrowConsumer(ctx context.Context, js jetstream.JetStream, c Config) error {
+	cons, err := js.Consumer(ctx, c.Stream, c.Consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cc := cons.CachedInfo().Config
+	if cc.FilterSubject != "" || len(cc.FilterSubjects) > 0 {
+		return nil
+	}
+	cc.FilterSubject = c.Subject
+	_, err = js.UpdateConsumer(ctx, c.Stream, cc)
+	return err
 }
 
 // EnsureConsumer creates the shared durable pull consumer or updates it to

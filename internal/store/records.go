@@ -176,3 +176,21 @@ func readRecord(cmd *redis.StringCmd, key string) ([]byte, error) {
 func isInfra(err error) bool {
 	return err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt)
 }
+
+// Subscription reads webhook:{id}, with the errors Delivery has (ErrNotFound,
+// *CorruptError, or the Redis error).
+func (s *Store) Subscription(ctx context.Context, id string) (*SubscriptionRecord, error) {
+	key := SubscriptionKey(id)
+	raw, err := readRecord(s.gets(ctx, key)[0], key)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSize(key, raw, MaxSubscriptionRecord); err != nil {
+		return nil, err
+	}
+	sub, err := s.subs.parse(key, raw)
+	if err != nil {
+		return nil, &CorruptError{Key: key, Err: err, Raw: raw}
+	}
+	return &SubscriptionRecord{Raw: raw, Subscription: sub}, nil
+}

@@ -16,6 +16,11 @@ const (
 	PendingList = "dispatch:pending"
 	// RetryZSet holds delivery ids scored by next_retry_at epoch millis.
 	RetryZSet = "dispatch:retry"
+	// LegacyDeferredZSet is where jetrelay before issue 11 parked put-off
+	// deliveries (scored by due epoch millis). Nothing writes it any more;
+	// the bridge moves what an older jetrelay left there into
+	// dispatch:pending once at start-up.
+	LegacyDeferredZSet = "jetrelay:deferred"
 	// FailedList keeps quarantined work items for operators (see Quarantine).
 	FailedList = "dispatch:failed"
 )
@@ -102,8 +107,6 @@ type Store struct {
 	casPair   *redis.Script
 	saveEvent *redis.Script
 
-	forgetDeferred *redis.Script
-
 	subs *subCache
 }
 
@@ -131,8 +134,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
-		forgetDeferred: redis.NewScript(forgetDeferredLua),
-		saveEvent:      redis.NewScript(saveEventLua),
+		saveEvent: redis.NewScript(saveEventLua),
 
 		subs: newSubCache(),
 	}

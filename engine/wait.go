@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// wait puts the delivery off until until without consuming an attempt, and
+// never past the stale cutoff, which must still fail it on time.
+//
+// A short retry wait (ParkAfter or less, 1 s by default: the first retry of
+// the default policy) stays a delayed nak: it holds one MaxAckPending slot
+// for about as long as a send does, and is exact, where a message schedule
+// fires on the server's 250 ms timer tick (up to ~260 ms late for
+// sub-second due times, a quarter of such a wait). Every longer wait and
+// every put-off becomes the delivery's wake-up, a JetStream message schedule
+// on its own subject (queue.NewScheduleMsg), and the work item is acked: a
+// delayed nak would hold a MaxAckPending slot for its whole delay, and
+// thousands of deliveries waiting on one dead endpoint would starve every
+// other subscription. The item is acked only after the record says when and
+// why it waits and the schedule is stored (its PubAck), so a crash in
+// between leaves the item to be redelivered, never lost.
+func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
+	if stale := e.staleAt(h); until.After(stale) {
+		until = stale
+	}
+	w := time.Until(until)
+	if w <= 0 {
+		return nakAfter(0)
+	}
+	if (reason == reasonRetry || reason == reasonEarly) && w <= e.cfg.ParkAfter {
+		e.reportWait(h, reason, until)
+		return nakAfter(w)
+	}
+	if reason != reasonRetry && reason != reasonEarly {
+		// A retry's time was written with its failure; an early copy's is
+		// already in the record.
+		if settled, s := e.afterWrite(h, e.noteWait(h, &until, reason)); settled {
+			return s
+		}
+	}
+	msg := queue.NewScheduleMsg(e.cfg.Queue, h.id, until)
+	span := e.startWaiting(h, msg, until)
+	err := e.publishWaiting(h.ctx, msg)
+	endWaiting(span, err)
+	if err != nil {
+		return e.infraRetry(h, fmt.Errorf("schedule wake-up: %w", err))
+	}
+	e.reportWait(h, reason, until)
+	return ack()
+}
+
+// scheduleEnd is when the delivery's retry schedule would have ended had
+// every attempt been made: its first attempt (attempted_at, its creation)
+// plus the sum of its policy's delays, plus one open period of the breaker.
+// A breaker may hold a delivery back until then, never longer (DESIGN
+// decision 8): the reference fails a dead endpoint's deliveries on that
+// timeline, and auto-disable counts on it.
+func (e *Engine) scheduleEnd(h *handling) time.Time {
+	stale := e.staleAt(h)
+	end := attemptedAt(h.delivery(), h.now).Add(e.cfg.Breaker.OpenFor)
+	policy := h.sub().Policy()
+	for a := 1; a <= policy.Retries() && end.Before(stale); a++ {
+		end = end.Add(policy.Delay(a))
+	}
+	return end
+}
+
+// noteWait writes why and until when a delivery waits (next_retry_at nil
+// for a hold, which waits for an event, not a time), so admin shows the
+// truth: the last answer stays in error_message.
+func (e *Engine) noteWait(h *handling, next *time.Time, reason string) error {
+	var nextVal any
+	if next != nil {
+		nextVal = proto.MillisInstant(*next)
+	}
+	_, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
+		if cur.Status.Terminal() {
+			return nil, nil, nil
+		}
+		return store.Patch{
+			{Name: "next_retry_at", Value: nextVal},
+			{Name: "jetrelay_waiting", Value: reason},
+		}, nil, nil
+	})
+	return err
+}
+
+// publishWaiting stores a wake-up or a held delivery in the dispatch stream
+// and waits for its PubAck, on a context that survives shutdown (the
+// decision was taken; only the item's ack is still to come).
+func (e *Engine) publishWaiting(ctx context.Context, m *nats.Msg) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	_, err := e.js.PublishMsg(wctx, m, jetstream.WithExpectStream(e.cfg.Queue.Stream))
+	return err
+}
+
+// reportWait reports a wait (a hold has no until).
+func (e *Engine) reportWait(h *handling, reason string, until time.Time) {
+	e.report(h, Decision{Kind: PutOff, Reason: reason}, until, "")
+}
