@@ -139,9 +139,10 @@ func NewPool(cfg PoolConfig) *Pool {
 // endpoint answers fast, or has not answered yet but may still prove fast,
 // it waits up to FastAnswer for one. Otherwise it returns false and when
 // the delivery should come back: deliveries turned away queue up virtually
-// behind each other, one send time divided by the endpoint's limit apart
-// (before the first answer, the time the first send has been running,
-// FastAnswer at least, stands in for the send time), so ten thousand
+// behind each other, one send time divided by the endpoint's capacity
+// (Initial at least) apart (before the first answer, the time the first
+// send has been running, FastAnswer at least, stands in for the send
+// time), so ten thousand
 // deliveries to a slow endpoint come back about as fast as it can take
 // them, not all at once. A true result must be followed by exactly one
 // Release.
@@ -176,7 +177,10 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	if e.nextFree.Before(now) {
 		e.nextFree = now.Add(latency)
 	} else {
-		e.nextFree = e.nextFree.Add(latency / time.Duration(p.capacity(e)))
+		// Spaced by the capacity a new endpoint starts with at least: a
+		// limit just cut (one slow answer) grows back within round trips,
+		// and a delivery put off cannot be called back sooner.
+		e.nextFree = e.nextFree.Add(latency / time.Duration(max(p.capacity(e), p.cfg.Initial)))
 	}
 	return false, e.nextFree
 }
