@@ -5,9 +5,10 @@
 // inactive, boundary, breaker, send), sends through the transport
 // registered for the subscription URL's scheme, records the outcome in
 // Redis and only then settles the message: Ack when the delivery reached a
-// final state or waits in JetStream, NakWithDelay for a short retry, and a
-// delayed Nak with infrastructure backoff when Redis could not be read or
-// written.
+// final state or waits in JetStream, NakWithDelay for a short retry only.
+// Every other wait, including the infrastructure backoff when Redis could
+// not be read or written, is the item's wake-up, published where the item
+// is settled (handling.go), so no outage holds MaxAckPending slots.
 //
 // Waiting work lives in the dispatch stream, never in Redis: a longer retry
 // or a put-off (open breaker, busy subscription) is the delivery's wake-up,

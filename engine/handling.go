@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -28,6 +31,10 @@ type handling struct {
 	b   *store.Bundle // nil until the event and subscription are loaded
 	lab Labels
 }
+
+// handlings is how often the work item has been handled, this handling
+// included, across the wake-ups an outage scheduled for it (settle).
+func (h *handling) handlings() uint64 { return queue.Waits(h.msg) + h.md.NumDelivered }
 
 // delivery is the delivery as read at the start of the handling.
 func (h *handling) delivery() *proto.Delivery { return h.rec.Delivery }
@@ -57,28 +64,72 @@ func (e *Engine) staleAt(h *handling) time.Time {
 // settlement is what happens to a work item once its outcome is recorded.
 type settlement struct {
 	kind  settleKind
-	delay time.Duration // for nak
+	delay time.Duration // for settleShortNak and settleLater
 }
 
 type settleKind int
 
 const (
-	settleAck  settleKind = iota // final state recorded (or nothing left to do)
-	settleNak                    // redeliver after delay
-	settleTerm                   // the work item itself is unusable
+	settleAck      settleKind = iota // final state recorded (or nothing left to do)
+	settleShortNak                   // a retry's short wait: delayed nak
+	settleLater                      // handle again after delay, whatever the cause
+	settleTerm                       // the work item itself is unusable
 )
 
-func ack() settlement                     { return settlement{kind: settleAck} }
-func nakAfter(d time.Duration) settlement { return settlement{kind: settleNak, delay: d} }
+func ack() settlement { return settlement{kind: settleAck} }
 
-// settle acks, naks or terms m as s says.
-func settle(m jetstream.Msg, s settlement) {
+// nakAfter releases the item to be handled again after d, whatever the
+// cause (Redis unreachable, a secret not stored yet, a panic): at once when
+// d is 0, otherwise as a JetStream wake-up (settle).
+func nakAfter(d time.Duration) settlement { return settlement{kind: settleLater, delay: d} }
+
+// shortNak is a retry's wait of at most ParkAfter, which stays a delayed
+// nak (see wait).
+func shortNak(d time.Duration) settlement { return settlement{kind: settleShortNak, delay: d} }
+
+// settle acks, naks or terms m as s says. It is the one place a wait is
+// turned into JetStream state: no wait but a retry's short one may hold a
+// MaxAckPending slot. A delayed release (nakAfter) is published as m's
+// wake-up, the message wakeUp builds for its due time (one subject per
+// delivery or held-check, so it replaces any earlier one), and m is acked
+// once the wake-up is stored. Even a release of a second or two goes this
+// way: unlike a retry's short nak, which a delivery takes once per attempt,
+// these waits repeat for as long as their cause lasts (a Redis outage, a
+// secret admin has not written yet), and thousands of items naked over and
+// over would keep the consumer's slots busy for the whole of it. Nothing
+// here writes Redis: Redis may be what is failing.
+//
+// handlings is how often the item has been handled, across earlier
+// wake-ups; the wake-up carries it on so that infraDelay keeps growing.
+func (e *Engine) settle(ctx context.Context, m jetstream.Msg, s settlement, handlings uint64, wakeUp func(at time.Time) *nats.Msg) {
 	switch s.kind {
 	case settleAck:
 		_ = m.Ack()
-	case settleNak:
+	case settleShortNak:
 		_ = m.NakWithDelay(s.delay)
 	case settleTerm:
 		_ = m.Term()
+	case settleLater:
+		if s.delay <= 0 {
+			_ = m.Nak()
+			return
+		}
+		w := wakeUp(time.Now().Add(s.delay))
+		w.Header.Set(queue.WaitsHeader, strconv.FormatUint(handlings, 10))
+		for _, k := range []string{"traceparent", "tracestate"} {
+			// The fired item continues the trace the waiting one was in.
+			if v := m.Headers().Get(k); v != "" {
+				w.Header.Set(k, v)
+			}
+		}
+		if err := e.publishWaiting(ctx, w); err != nil {
+			// JetStream cannot store the wake-up (NATS itself is in
+			// trouble): a delayed nak is the only way left not to lose
+			// the item, and holds its slot only while this lasts.
+			e.log.Warn("cannot schedule a wake-up; releasing the work item with a delayed nak", "subject", w.Subject, "err", err, "retry_in", s.delay)
+			_ = m.NakWithDelay(s.delay)
+			return
+		}
+		_ = m.Ack()
 	}
 }

@@ -60,14 +60,14 @@ func (e *Engine) nextHeldCheck(now time.Time) time.Time {
 }
 
 // checkHeld handles a held-check of subscription subID.
-func (e *Engine) checkHeld(ctx context.Context, subID string, md *jetstream.MsgMetadata) settlement {
+func (e *Engine) checkHeld(ctx context.Context, subID string, handlings uint64) settlement {
 	log := e.log.With("subscription_id", subID)
 	rec, err := e.store.Subscription(ctx, subID)
 	// A subscription that is gone (or unreadable) releases everything: the
 	// engine then fails each delivery as the reference does.
 	active := err != nil || rec.Status == proto.SubscriptionActive
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt) {
-		d := e.infraDelay(md.NumDelivered)
+		d := e.infraDelay(handlings)
 		log.Warn("cannot read a subscription with held deliveries; will look again", "err", err, "retry_in", d)
 		return nakAfter(d)
 	}
@@ -77,7 +77,7 @@ func (e *Engine) checkHeld(ctx context.Context, subID string, md *jetstream.MsgM
 		log.Info("held deliveries released", "released", n, "subscription_active", active)
 	}
 	if err != nil {
-		d := e.infraDelay(md.NumDelivered)
+		d := e.infraDelay(handlings)
 		log.Warn("releasing held deliveries failed; will look again", "err", err, "retry_in", d)
 		return nakAfter(d)
 	}
@@ -90,7 +90,7 @@ func (e *Engine) checkHeld(ctx context.Context, subID string, md *jetstream.MsgM
 	}
 	if err := e.publishWaiting(ctx, queue.NewHeldCheckMsg(e.cfg.Queue, subID, at)); err != nil {
 		log.Warn("cannot schedule the next held-check; will retry", "err", err)
-		return nakAfter(e.infraDelay(md.NumDelivered))
+		return nakAfter(e.infraDelay(handlings))
 	}
 	return ack()
 }

@@ -63,16 +63,14 @@ type SubscriptionLimit struct {
 // Limits, so a scrape between two sends still sees it.
 const recentlyBusy = 10 * time.Second
 
-// Limits returns the adaptive limits of at most n subscriptions (all of
-// them when n <= 0) this replica sent to in the last ten seconds, busiest
-// first (most sends running, then highest limit): for the metrics and the
-// operator's status. It walks every subscription the replica holds a
-// limit for: call it per scrape, not per delivery.
-func (e *Engine) Limits(n int) []SubscriptionLimit {
-	if n <= 0 {
-		n = math.MaxInt
-	}
-	st := e.inflight.pool.Busiest(n, recentlyBusy)
+// Limits returns the adaptive limits of the subscriptions this replica
+// sent to in the last ten seconds, busiest first (most sends running, then
+// highest limit, then id): for the metrics and the operator's status
+// (`jetrelay status`, the management port's /status). It walks every
+// subscription the replica holds a limit for: call it per scrape or
+// request, not per delivery.
+func (e *Engine) Limits() []SubscriptionLimit {
+	st := e.inflight.pool.Busiest(math.MaxInt, recentlyBusy)
 	out := make([]SubscriptionLimit, len(st))
 	for i, s := range st {
 		out[i] = SubscriptionLimit{SubscriptionID: s.ID, Limit: s.Limit, InFlight: s.InFlight, Latency: s.Latency}

@@ -17,7 +17,7 @@ import (
 // limitOf is subscription sub's current adaptive limit, 0 when the engine
 // does not list it among its busy subscriptions.
 func limitOf(e *env, sub string) int {
-	for _, l := range e.engine.Limits(0) {
+	for _, l := range e.engine.Limits() {
 		if l.SubscriptionID == sub {
 			return l.Limit
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
@@ -30,11 +31,13 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	handlings := queue.Waits(m) + md.NumDelivered
 	if m.Headers().Get(queue.HeldCheckHeader) != "" {
+		subID := string(m.Data())
 		stop := e.alive.track(m)
-		s := e.checkHeld(ctx, string(m.Data()), md)
+		s := e.checkHeld(ctx, subID, handlings)
 		stop()
-		settle(m, s)
+		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewHeldCheckMsg(e.cfg.Queue, subID, at) })
 		return
 	}
 	id, err := queue.DeliveryID(m)
@@ -46,14 +49,14 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 	stop := e.alive.track(m)
 	s := e.safeProcess(h)
 	stop()
-	settle(m, s)
+	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewScheduleMsg(e.cfg.Queue, id, at) })
 }
 
 func (e *Engine) safeProcess(h *handling) (s settlement) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("delivery processing panicked; will retry", "delivery_id", h.id, "panic", fmt.Sprint(r))
-			s = nakAfter(e.infraDelay(h.md.NumDelivered))
+			s = nakAfter(e.infraDelay(h.handlings()))
 		}
 	}()
 	return e.process(h)
@@ -266,7 +269,7 @@ func attemptedAt(d *proto.Delivery, now time.Time) time.Time {
 // error (Redis unreachable, a write that could not be made). It never
 // consumes an attempt and never fails the delivery.
 func (e *Engine) infraRetry(h *handling, err error) settlement {
-	d := e.infraDelay(h.md.NumDelivered)
+	d := e.infraDelay(h.handlings())
 	e.report(h, Decision{Kind: PutOff, Reason: "infra_error"}, time.Now().Add(d), err.Error())
 	return nakAfter(d)
 }

@@ -376,7 +376,7 @@ func (e *Engine) secretUnavailable(h *handling, cause error) settlement {
 			return e.infraRetry(h, err)
 		}
 	}
-	delay := e.infraDelay(h.md.NumDelivered)
+	delay := e.infraDelay(h.handlings())
 	e.report(h, Decision{Kind: PutOff, Reason: "secret_unavailable"}, time.Now().Add(delay),
 		"signing secret cannot be decrypted; not sending unsigned: "+cause.Error())
 	return nakAfter(delay)

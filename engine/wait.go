@@ -38,7 +38,7 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	}
 	if (reason == reasonRetry || reason == reasonEarly) && w <= e.cfg.ParkAfter {
 		e.reportWait(h, reason, until)
-		return nakAfter(w)
+		return shortNak(w)
 	}
 	if reason != reasonRetry && reason != reasonEarly {
 		// A retry's time was written with its failure; an early copy's is

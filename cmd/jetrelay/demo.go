@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/config"
@@ -79,8 +81,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: recv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = httpSrv.Serve(ln) }()
+	httpSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
 	defer httpSrv.Close()
 	deadAddr, err := closedPort()
 	if err != nil {
@@ -135,6 +136,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer s.close()
+	// The receiver continues each delivery's trace as a real one would with
+	// otelhttp, so `demo:traced` shows its span as the child of the send.
+	httpSrv.Handler = otelhttp.NewHandler(recv, "receive webhook",
+		otelhttp.WithTracerProvider(s.tracing.Provider()), otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string { return op + " " + r.URL.Path }))
+	go func() { _ = httpSrv.Serve(ln) }()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan error, 1)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -23,18 +24,7 @@ func newGuard(ctx context.Context, cfg *config.Config, st *store.Store, log *slo
 		return nil, err
 	}
 	g := ssrf.New(ssrf.Config{
-		Source: func(ctx context.Context) ([]byte, bool, error) {
-			raw, err := st.WebhookSecurity(ctx)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return nil, false, nil
-			case errors.Is(err, store.ErrCorrupt):
-				return nil, true, fmt.Errorf("%w: %w", ssrf.ErrUnusable, err)
-			case err != nil:
-				return nil, false, err
-			}
-			return raw, true, nil
-		},
+		Source:     ops.PolicySource(st),
 		AllowCIDRs: allow,
 		AllowHTTP:  cfg.SSRFAllowHTTP,
 		Logger:     log,

@@ -35,6 +35,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "subscriptions":
 		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
+	case "deliveries", "quarantine", "status", "events":
+		err = cmdOps(ctx, args, stdout, stderr)
+	case "inbox":
+		err = cmdInbox(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -63,6 +67,11 @@ Commands:
   demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
   bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
   subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
+  deliveries     list|inspect|requeue deliveries: what happened to an event, where it is now, send it again
+  quarantine     list|requeue entries of dispatch:failed
+  status         queue depth, in flight, scheduled, held, bridges, breakers and limits per replica
+  events         emit an event and its deliveries as admin does (try a real delivery in one command)
+  inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
+	"github.com/jetrelay/jetrelay/internal/ops"
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // cmdRun is `jetrelay run`: the production process.
@@ -20,7 +22,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
-	log.Info("jetrelay starting", "version", version, "role", cfg.Role, "workers", cfg.Workers)
+	store.RouteRedisLogs(log)
+	// Which servers, up front: a silent fallback to localhost:6379 or an
+	// embedded JetStream nobody meant to use is the first hour's surprise.
+	log.Info("jetrelay starting", "version", version, "role", cfg.Role, "workers", cfg.Workers,
+		"redis", cfg.RedisAddress(), "nats", cfg.NATSMode())
 
 	s, err := newStack(ctx, cfg, log)
 	if err != nil {
@@ -35,11 +41,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		metrics := s.metrics.Handler()
 		bound, err := mgmt.Serve(ctx, addr, mgmt.Handler(s.checks(), map[string]http.Handler{
 			"GET /metrics": metrics, "GET /actuator/prometheus": metrics,
+			"GET " + ops.StatusPath: s.statusHandler(cfg),
 		}))
 		if err != nil {
 			return fmt.Errorf("management server: %w", err)
 		}
-		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics")
+		log.Info("management endpoints up", "addr", bound, "paths", "/healthz /readyz /metrics "+ops.StatusPath)
 	}
 	err = s.run(ctx)
 	log.Info("jetrelay stopped")

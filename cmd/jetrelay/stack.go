@@ -49,6 +49,7 @@ type stack struct {
 	guard     *ssrf.Guard         // nil unless this process runs the engine
 	ssrfEvery time.Duration       // how often the guard re-reads its policy
 	retention *retention.Config   // nil unless this process runs the bridge
+	queue     queue.Config        // the dispatch stream, subject and consumer
 	metrics   *metrics.Metrics    // served on /metrics
 	tracing   *telemetry.Tracing  // OTLP spans, a no-op without OTEL_EXPORTER_OTLP_*ENDPOINT
 }
@@ -114,6 +115,7 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 		Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer,
 		Replicas: cfg.StreamReplicas, AckWait: cfg.AckWait, MaxAckPending: cfg.MaxAckPending,
 	}.WithDefaults()
+	s.queue = qc
 	if err := retryUntil(ctx, log, "create JetStream stream", func() error {
 		_, err := queue.EnsureStream(ctx, s.js, qc)
 		return err
@@ -178,12 +180,13 @@ func newStack(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sta
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
+			InactiveRecheck: cfg.InactiveRecheck,
 		})
 		if err != nil {
 			return nil, err
 		}
 		s.metrics.WatchBreakers(s.engine.BreakerStats)
-		s.metrics.WatchLimits(func() []engine.SubscriptionLimit { return s.engine.Limits(0) })
+		s.metrics.WatchLimits(s.engine.Limits)
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)

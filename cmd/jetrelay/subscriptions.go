@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -207,6 +207,9 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 		return fmt.Errorf("subscriptions create: %w", err)
 	}
 	fmt.Fprintf(stdout, "subscription_id: %s\n", id)
+	if warning := ops.SSRFWarning(ctx, rdb, s.URL, os.Getenv); warning != "" {
+		fmt.Fprintln(stderr, warning)
+	}
 	if generated {
 		fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
 		fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")
@@ -244,7 +247,7 @@ func subscriptionsGet(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	// The record never holds the secret (webhook:secret:{id} does); a
 	// password in the URL is hidden all the same.
-	if shown := redactURL(sub.URL); shown != sub.URL {
+	if shown := ops.RedactURL(sub.URL); shown != sub.URL {
 		if raw, err = sjson.SetBytes(raw, "url", shown); err != nil {
 			return fmt.Errorf("subscriptions get: %w", err)
 		}
@@ -303,7 +306,7 @@ func subscriptionsList(ctx context.Context, args []string, stdout, stderr io.Wri
 			fmt.Fprintf(tw, "%s\t?\tUNREADABLE\t%s\n", ids[i], "record does not parse")
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, redactURL(sub.URL))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, ops.RedactURL(sub.URL))
 	}
 	return tw.Flush()
 }
@@ -331,22 +334,6 @@ func subscriptionsSetStatus(ctx context.Context, args []string, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", pos[0], st)
 	return nil
-}
-
-// redactURL hides a URL's userinfo (a NATS user and password or token): it
-// is shown as ***@.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	if u.User == nil {
-		return raw
-	}
-	u.User = nil
-	shown := u.String()
-	prefix := u.Scheme + "://"
-	return prefix + "***@" + strings.TrimPrefix(shown, prefix)
 }
 
 func splitList(s string) []string {

@@ -65,6 +65,7 @@ type Config struct {
 	MaxInFlight       int
 	ParkAfter         time.Duration
 	InactivePolicy    string
+	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
 	ConnectTimeout    time.Duration
 	RequestTimeout    time.Duration
@@ -127,8 +128,9 @@ func options() []option {
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
 		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "upper bound of the adaptive number of concurrent sends to one subscription per replica (0: no bound but the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
-		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every breaker or busy-subscription wait) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every other wait: breaker, busy subscription, Redis outage, a secret not stored yet) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
+		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
 		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
@@ -139,7 +141,7 @@ func options() []option {
 		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
 		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
@@ -151,11 +153,30 @@ func options() []option {
 // flags in args. It returns flag.ErrHelp when args ask for help (after
 // printing usage to out).
 func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	c := &Config{settings: make(map[string]string), getenv: getenv}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	opts := options()
-	for _, o := range opts {
+	loaded, err := Bind(fs, getenv)
+	if err != nil {
+		return nil, err
+	}
+	fs.Usage = func() { Usage(out, name) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	return loaded()
+}
+
+// Bind registers every setting as a flag on fs, with its value from the
+// environment (getenv) or its default already applied, so that other
+// commands (the operator tools) read exactly the settings `run` reads next
+// to flags of their own. After fs.Parse, loaded validates and returns the
+// Config.
+func Bind(fs *flag.FlagSet, getenv func(string) string) (loaded func() (*Config, error), err error) {
+	c := &Config{settings: make(map[string]string), getenv: getenv}
+	for _, o := range options() {
 		v := o.def
 		if e := getenv(o.env); e != "" {
 			v = e
@@ -172,17 +193,12 @@ func Load(name string, args []string, getenv func(string) string, out io.Writer)
 			return nil
 		})
 	}
-	fs.Usage = func() { Usage(out, name) }
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
-	}
-	if err := c.validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return func() (*Config, error) {
+		if err := c.validate(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}, nil
 }
 
 // Usage prints every setting with its flag, environment name and default.
@@ -221,6 +237,9 @@ func (c *Config) validate() error {
 	}
 	if c.ParkAfter <= 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_PARK_AFTER (--park-after) must be positive, got %s", c.ParkAfter))
+	}
+	if c.InactiveRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_INACTIVE_RECHECK (--inactive-recheck) must be positive, got %s", c.InactiveRecheck))
 	}
 	switch c.InactivePolicy {
 	case "defer", "fail":

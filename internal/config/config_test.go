@@ -38,6 +38,23 @@ func TestLoad_FlagBeatsEnvironmentBeatsDefault(t *testing.T) {
 	}
 }
 
+func TestLoad_InactiveRecheckDefaultsToFiveSecondsAndFollowsTheEnvironment(t *testing.T) {
+	c, err := Load("run", nil, envOf(), io.Discard)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.InactiveRecheck != 5*time.Second {
+		t.Errorf("inactive recheck %s by default, want 5s (the engine's default)", c.InactiveRecheck)
+	}
+	c, err = Load("run", nil, envOf("JETRELAY_INACTIVE_RECHECK", "1s"), io.Discard)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.InactiveRecheck != time.Second {
+		t.Errorf("inactive recheck %s, want the environment's 1s", c.InactiveRecheck)
+	}
+}
+
 func TestLoad_BadValueNamesTheVariable(t *testing.T) {
 	for _, tc := range []struct{ env, value string }{
 		{"JETRELAY_WORKERS", "abc"},
@@ -53,6 +70,7 @@ func TestLoad_BadValueNamesTheVariable(t *testing.T) {
 		{"JETRELAY_ROLE", "boss"},
 		{"JETRELAY_LOG_FORMAT", "xml"},
 		{"MANAGEMENT_PORT", "70000"},
+		{"JETRELAY_INACTIVE_RECHECK", "0s"},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			_, err := Load("run", nil, envOf(tc.env, tc.value), io.Discard)

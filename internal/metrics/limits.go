@@ -13,7 +13,7 @@ var limitBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // WatchLimits reports the adaptive in-flight limits of the subscriptions
 // this replica sent to in the last ten seconds, read at scrape time from
-// limits (engine.Engine.Limits(0)): a histogram over the limits and the
+// limits (engine.Engine.Limits): a histogram over the limits and the
 // largest one, never one series per subscription (which ones are busy is
 // the operator view's business). Call it at most once.
 func (m *Metrics) WatchLimits(limits func() []engine.SubscriptionLimit) {

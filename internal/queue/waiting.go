@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Headers of waiting work. JetStream's own schedule headers are set by hand
@@ -24,7 +26,22 @@ const (
 	// HeldCheckHeader marks the work item a held-check wake-up fires: its
 	// body is a subscription id, not a delivery id.
 	HeldCheckHeader = "Jetrelay-Held-Check"
+	// WaitsHeader on a wake-up the engine scheduled for an outage (Redis
+	// unreachable, a secret not stored yet) counts the handlings of the
+	// work item so far: the fired item starts a new JetStream delivery
+	// count, and the engine's backoff must keep growing across them.
+	WaitsHeader = "Jetrelay-Waits"
 )
+
+// Waits is the WaitsHeader count a work item carries: 0 when it has none
+// or an unreadable one (a wrong count only shortens a backoff).
+func Waits(m jetstream.Msg) uint64 {
+	n, err := strconv.ParseUint(m.Headers().Get(WaitsHeader), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
 
 // NewScheduleMsg builds deliveryID's wake-up at at: a message schedule on
 // c.ScheduleSubject(deliveryID) that fires a work item for deliveryID into

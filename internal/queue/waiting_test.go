@@ -14,18 +14,26 @@ import (
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
-func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *testing.T) {
+// workQueue starts a JetStream server with the default dispatch stream and
+// its work consumer; the context ends with the test.
+func workQueue(t *testing.T) (context.Context, jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
 	_, _, js := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := queue.Config{}
-	if _, err := queue.EnsureStream(ctx, js, cfg); err != nil {
+	t.Cleanup(cancel)
+	if _, err := queue.EnsureStream(ctx, js, queue.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := queue.EnsureConsumer(ctx, js, cfg)
+	cons, err := queue.EnsureConsumer(ctx, js, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, js, cons
+}
+
+func TestScheduleMsg_FiresOnceIntoTheWorkSubjectAndARescheduleReplacesIt(t *testing.T) {
+	ctx, js, cons := workQueue(t)
+	cfg := queue.Config{}
 	// The meters that count waiting work exist (metrics are scraped): they
 	// must not keep a fired wake-up alive.
 	if _, err := queue.CountWaiting(ctx, js, cfg); err != nil {
@@ -125,5 +133,30 @@ func TestCountWaiting_CountsWakeUpsAndHeldDeliveriesWithoutListingThem(t *testin
 	}
 	if w, err := queue.CountWaiting(ctx, js, cfg); err != nil || w.Scheduled != 2 {
 		t.Errorf("after cancelling d1's wake-up CountWaiting = %+v, %v; want 2 scheduled", w, err)
+	}
+}
+
+func TestScheduleMsg_FiredItemKeepsItsWaitsCountAndAnUnreadableCountIsZero(t *testing.T) {
+	ctx, js, cons := workQueue(t)
+	cfg := queue.Config{}
+	now := time.Now()
+	for id, waits := range map[string]string{"counted": "7", "garbled": "seven"} {
+		m := queue.NewScheduleMsg(cfg, id, now.Add(300*time.Millisecond))
+		m.Header.Set(queue.WaitsHeader, waits)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for m := range batch.Messages() {
+		got[string(m.Data())] = queue.Waits(m)
+		_ = m.Ack()
+	}
+	if len(got) != 2 || got["counted"] != 7 || got["garbled"] != 0 {
+		t.Errorf("fired items' waits = %v; want counted 7 (kept by the server) and garbled 0", got)
 	}
 }

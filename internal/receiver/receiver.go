@@ -1,14 +1,19 @@
 package receiver
 
 import (
-	"io"
+	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jetrelay/jetrelay/proto"
+	"github.com/jetrelay/jetrelay/transport/receive"
 )
+
+// maxBody bounds a request body the receiver reads.
+const maxBody = 4 << 20
 
 // Behaviour decides the status an endpoint answers with. attempt is how many
 // times this event id has reached the endpoint, counting this request (1-based).
@@ -57,7 +62,8 @@ type Delivery struct {
 // Endpoint is one receiving URL path with its own secret and behaviour.
 type Endpoint struct {
 	mu        sync.Mutex
-	secret    string
+	verifier  *receive.Verifier // nil: deliveries are expected unsigned
+	dedupe    *receive.Deduper
 	behaviour Behaviour
 	seen      map[string]int // event id → requests
 	log       []Delivery
@@ -82,17 +88,25 @@ type Receiver struct {
 // New returns an empty receiver; add endpoints with Handle.
 func New() *Receiver { return &Receiver{endpoints: make(map[string]*Endpoint)} }
 
-// Handle registers an endpoint at path. secret "" means deliveries are
-// expected unsigned.
+// Handle registers an endpoint at path. A blank secret means deliveries are
+// expected unsigned, as the sender sends them.
 func (r *Receiver) Handle(path, secret string, b Behaviour) *Endpoint {
-	ep := &Endpoint{secret: secret, behaviour: b, seen: make(map[string]int), notify: make(chan struct{}, 1)}
+	ep := &Endpoint{behaviour: b, seen: make(map[string]int), notify: make(chan struct{}, 1),
+		dedupe: receive.NewDeduper(receive.NewMemoryStore(0))}
+	if proto.SecretUsable(secret) {
+		// NewVerifier refuses only blank secrets, which SecretUsable excluded.
+		ep.verifier, _ = receive.NewVerifier([]string{secret})
+	}
 	r.mu.Lock()
 	r.endpoints[path] = ep
 	r.mu.Unlock()
 	return ep
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Verification and deduplication are
+// transport/receive's, as a real receiver would use them: a wrong signature
+// is answered 401, and a delivery of an event already accepted 200 without
+// consulting the behaviour again.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	ep := r.endpoints[req.URL.Path]
@@ -101,9 +115,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
-	if err != nil {
-		http.Error(w, "read body", http.StatusBadRequest)
+	body, status := receive.ReadBody(w, req, maxBody)
+	if status != 0 {
+		http.Error(w, http.StatusText(status), status)
 		return
 	}
 	sig := req.Header.Get(proto.HeaderSignature)
@@ -115,22 +129,51 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		Signed:    sig != "",
 		At:        time.Now(),
 	}
-	d.SignatureOK = d.Signed && ep.secret != "" && proto.Verify(ep.secret, body, sig)
-	ep.mu.Lock()
-	ep.seen[d.EventID]++
-	status := ep.behaviour(ep.seen[d.EventID])
-	if ep.secret != "" && !d.SignatureOK {
-		status = http.StatusUnauthorized
+	d.SignatureOK = d.Signed && ep.verifier != nil && ep.verifier.Verify(body, sig) == nil
+	switch {
+	case ep.verifier != nil && !d.SignatureOK:
+		d.Status = http.StatusUnauthorized
+	default:
+		d.Status = ep.answer(req.Context(), d.EventID)
 	}
-	d.Status = status
+	ep.mu.Lock()
 	ep.log = append(ep.log, d)
 	ep.mu.Unlock()
 	select {
 	case ep.notify <- struct{}{}:
 	default:
 	}
-	w.WriteHeader(status)
+	w.WriteHeader(d.Status)
 }
+
+// answer runs the behaviour once per accepted event: a duplicate of an
+// accepted event is 200, a concurrent one 503 (retry later).
+func (ep *Endpoint) answer(ctx context.Context, eventID string) int {
+	status := 0
+	outcome, err := ep.dedupe.Do(ctx, eventID, func(context.Context) error {
+		ep.mu.Lock()
+		ep.seen[eventID]++
+		status = ep.behaviour(ep.seen[eventID])
+		ep.mu.Unlock()
+		if status < 200 || status > 299 {
+			return errRefused
+		}
+		return nil
+	})
+	switch {
+	case outcome == receive.Duplicate:
+		return http.StatusOK
+	case outcome == receive.Busy:
+		return http.StatusServiceUnavailable
+	case errors.Is(err, receive.ErrNoEventID):
+		return http.StatusBadRequest
+	}
+	return status
+}
+
+// errRefused tells the deduper the behaviour refused the event, so its
+// claim is released and the sender's retry is consulted again.
+var errRefused = errors.New("receiver: behaviour refused the event")
 
 // Deliveries returns a copy of every request the endpoint received.
 func (ep *Endpoint) Deliveries() []Delivery {

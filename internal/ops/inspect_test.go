@@ -1,0 +1,132 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/ops"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// publish stores a message on subj with headers in the dispatch stream.
+func (e *opsEnv) publish(t *testing.T, subj string, hdr map[string]string) {
+	t.Helper()
+	m := nats.NewMsg(subj)
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	m.Data = []byte("work")
+	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatalf("publish %s: %v", subj, err)
+	}
+}
+
+func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
+	e := newOpsEnv(t)
+	e.waitingStream(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	paused := e.subscription(t, "acme", "https://hooks.example.com/paused")
+	if err := e.admin.SetStatus(ctx, paused, proto.SubscriptionPaused); err != nil {
+		t.Fatal(err)
+	}
+
+	failed := e.failed(t, sub, now.Add(-time.Hour))
+	inRedis := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	e.redis.Client.LPush(ctx, store.PendingList, inRedis)
+	scheduled := e.delivery(t, sub, proto.DeliveryRetrying, now.Add(-time.Minute))
+	wake := now.Add(time.Hour).Truncate(time.Second)
+	e.publish(t, e.qc.ScheduleSubject(scheduled), map[string]string{
+		jetstream.ScheduleHeader: "@at " + wake.Format(time.RFC3339), jetstream.ScheduleTargetHeader: e.qc.Subject,
+	})
+	held := e.delivery(t, paused, proto.DeliveryPending, now.Add(-time.Minute))
+	e.publish(t, e.qc.HeldSubject(paused, held), nil)
+	queued := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	e.publish(t, e.qc.Subject, map[string]string{"Nats-Msg-Id": queued})
+	moving := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	e.redis.Client.SAdd(ctx, "jetrelay:bridges", "bridge-1")
+	e.redis.Client.LPush(ctx, "dispatch:processing:bridge-1", moving)
+	parked := e.delivery(t, sub, proto.DeliveryRetrying, now.Add(-time.Minute))
+	parkedUntil := now.Add(2 * time.Hour).Truncate(time.Millisecond)
+	e.redis.Client.ZAdd(ctx, store.LegacyDeferredZSet, redisZ(parkedUntil, parked))
+	stale := e.delivery(t, sub, proto.DeliveryPending, now.Add(-48*time.Hour))
+	e.publish(t, e.qc.Subject, nil)
+
+	cases := []struct {
+		id, state, next string
+	}{
+		{failed, "done", "jetrelay deliveries requeue " + failed},
+		{inRedis, "redis_pending", "a bridge moves it into JetStream"},
+		{moving, "bridge_processing", "a bridge moves it into JetStream"},
+		{scheduled, "scheduled", "attempts it again at " + proto.FormatInstant(wake)},
+		{held, "held", "subscriptions set-status " + paused + " ACTIVE"},
+		{queued, "jetstream", "the engine attempts it (attempt 1)"},
+		{parked, "scheduled", "attempts it again at " + proto.FormatInstant(parkedUntil)},
+		{stale, "jetstream", "older than MAX_DELIVERY_AGE_MS"},
+	}
+	for _, tc := range cases {
+		in, err := e.tool.Inspect(ctx, tc.id, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.state, err)
+		}
+		if in.Where.State != tc.state || !strings.Contains(in.Next, tc.next) {
+			t.Errorf("%s: where=%+v next=%q; want state %s and next containing %q", tc.id, in.Where, in.Next, tc.state, tc.next)
+		}
+	}
+	in, _ := e.tool.Inspect(ctx, held, nil)
+	if !strings.Contains(in.Where.Detail, "its subscription is PAUSED") {
+		t.Errorf("held without why: %+v", in.Where)
+	}
+	if _, err := e.tool.Inspect(ctx, "del_unknown", nil); !errors.Is(err, ops.ErrNotFound) {
+		t.Errorf("unknown delivery: err = %v", err)
+	}
+}
+
+func TestInspect_ShowsAttemptsAnswerAndTraceButNeverSecretsOrURLPasswords(t *testing.T) {
+	e := newOpsEnv(t)
+	sub := e.subscription(t, "acme", "https://svc:hunter2@hooks.example.com/x")
+	id := e.failed(t, sub, time.Now().Add(-time.Hour))
+	secret, _ := e.redis.Client.Get(context.Background(), store.SecretKey(sub)).Result()
+
+	for _, args := range [][]string{{"deliveries", "inspect", id}, {"deliveries", "inspect", id, "--json"}} {
+		out, stderr, err := e.cli(t, map[string]string{"NATS_URL": ""}, args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		if strings.Contains(out, "hunter2") || strings.Contains(out, secret) {
+			t.Fatalf("%v leaks a secret:\n%s", args, out)
+		}
+		for _, want := range []string{"***@hooks.example.com", "HTTP 503", id, "requeue"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+	out, _, _ := e.cli(t, nil, "deliveries", "inspect", id, "--json")
+	var in ops.Inspection
+	if err := json.Unmarshal([]byte(out), &in); err != nil || in.Attempts != 6 || in.Where.State != "done" {
+		t.Fatalf("--json: %+v %v", in, err)
+	}
+}
+
+func TestInspect_SaysWhyJetStreamIsUnknownWithAnEmbeddedServer(t *testing.T) {
+	e := newOpsEnv(t)
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	id := e.delivery(t, sub, proto.DeliveryPending, time.Now())
+	out, _, err := e.cli(t, nil, "deliveries", "inspect", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "unknown") || !strings.Contains(out, "JETRELAY_NATS_LISTEN") {
+		t.Fatalf("inspect without a reachable JetStream should say why and how:\n%s", out)
+	}
+}

@@ -1,0 +1,65 @@
+package ops
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+)
+
+// Options configure a Tool. Redis is required; the rest may be zero.
+type Options struct {
+	// Redis is the Cycles Redis, read and written with run's settings.
+	Redis redis.UniversalClient
+	// JetStream reaches the dispatch stream. Nil means its state cannot be
+	// read from here; JetStreamUnavailable then says why, in words an
+	// operator can act on.
+	JetStream            jetstream.JetStream
+	JetStreamUnavailable string
+	// Queue names the stream, subject and consumer (run's settings).
+	Queue queue.Config
+	// MaxDeliveryAge is run's MAX_DELIVERY_AGE_MS (default 24h): older
+	// deliveries are failed without a send.
+	MaxDeliveryAge time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Tool runs operator commands against one Redis and one dispatch stream.
+// It is safe for concurrent use.
+type Tool struct {
+	st     *store.Store
+	admin  *admin.Writer
+	js     jetstream.JetStream
+	jsWhy  string
+	q      queue.Config
+	maxAge time.Duration
+	now    func() time.Time
+}
+
+// New returns a Tool.
+func New(o Options) *Tool {
+	t := &Tool{
+		st:     store.NewWithOptions(o.Redis, store.Options{}),
+		admin:  admin.NewWriter(o.Redis, nil),
+		js:     o.JetStream,
+		jsWhy:  o.JetStreamUnavailable,
+		q:      o.Queue.WithDefaults(),
+		maxAge: o.MaxDeliveryAge,
+		now:    o.Now,
+	}
+	if t.maxAge <= 0 {
+		t.maxAge = 24 * time.Hour
+	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	if t.js == nil && t.jsWhy == "" {
+		t.jsWhy = "no JetStream connection"
+	}
+	return t
+}

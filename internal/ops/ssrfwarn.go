@@ -1,0 +1,58 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/ssrf"
+	"github.com/jetrelay/jetrelay/internal/store"
+)
+
+// PolicySource reads config:webhook-security for an ssrf.Guard: absent
+// means the defaults, unreadable means no policy (ssrf.ErrUnusable).
+func PolicySource(st *store.Store) ssrf.Source {
+	return func(ctx context.Context) ([]byte, bool, error) {
+		raw, err := st.WebhookSecurity(ctx)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, false, nil
+		case errors.Is(err, store.ErrCorrupt):
+			return nil, true, fmt.Errorf("%w: %w", ssrf.ErrUnusable, err)
+		case err != nil:
+			return nil, false, err
+		}
+		return raw, true, nil
+	}
+}
+
+// SSRFWarning says, in one line, why `jetrelay run` (with the SSRF
+// settings in getenv and the policy stored in Redis) would refuse to send
+// to rawURL and which setting allows it; "" when it would send. A policy
+// that cannot be read is reported too, since no delivery goes out then.
+func SSRFWarning(ctx context.Context, rdb redis.UniversalClient, rawURL string, getenv func(string) string) string {
+	cfg, err := config.Load("run", nil, getenv, io.Discard)
+	if err != nil {
+		return "warning: cannot check the URL against the SSRF policy: " + err.Error()
+	}
+	allow, err := cfg.SSRFAllowList()
+	if err != nil {
+		return "warning: cannot check the URL against the SSRF policy: " + err.Error()
+	}
+	g := ssrf.New(ssrf.Config{Source: PolicySource(store.New(rdb)), AllowCIDRs: allow, AllowHTTP: cfg.SSRFAllowHTTP,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err := g.Refresh(ctx); err != nil {
+		return "warning: the SSRF policy cannot be read, so no delivery goes out until it is fixed: " + err.Error()
+	}
+	r, err := g.Preflight(ctx, rawURL)
+	if err != nil || r == nil {
+		return ""
+	}
+	return fmt.Sprintf("warning: jetrelay run will refuse to deliver to %s under the current SSRF policy (%s); to allow it, set %s",
+		RedactURL(rawURL), r.Reason, r.Allow)
+}
