@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -26,7 +25,6 @@ var ErrAlreadyRunning = errors.New("bridge: already running")
 // Bridge moves delivery ids from Redis into the JetStream dispatch stream.
 // Create it with New; Run it once at a time.
 type Bridge struct {
-	rdb    redis.UniversalClient
 	js     jetstream.JetStream
 	store  *store.Store
 	cfg    Config
@@ -34,12 +32,6 @@ type Bridge struct {
 	tracer trace.Tracer // nil when tracing is off
 
 	processingKey string
-	heartbeatKey  string
-
-	adoptScript   *redis.Script
-	forgetScript  *redis.Script
-	moveScript    *redis.Script
-	requeueScript *redis.Script
 
 	running atomic.Bool
 	// problem is the last error that stalled the bridge, cleared when it
@@ -49,11 +41,12 @@ type Bridge struct {
 	moved, published, duplicates, requeued, recovered, adopted, promoted, undeferred, quarantined atomic.Uint64
 }
 
-// New checks cfg and returns a Bridge. js should be created with
-// jetstream.WithPublishAsyncTimeout so that a PubAck lost without a
-// disconnect frees its async-publish slot; the bridge retries such ids
-// itself after Config.PublishTimeout.
-func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge, error) {
+// New checks cfg and returns a Bridge working on the Redis behind rdb (any
+// go-redis v9 client: *redis.Client, *redis.ClusterClient, …). js should be
+// created with jetstream.WithPublishAsyncTimeout so that a PubAck lost
+// without a disconnect frees its async-publish slot; the bridge retries such
+// ids itself after Config.PublishTimeout.
+func New(rdb store.Client, js jetstream.JetStream, cfg Config) (*Bridge, error) {
 	if rdb == nil || js == nil {
 		return nil, errors.New("bridge: Redis client and JetStream are required")
 	}
@@ -67,17 +60,11 @@ func New(rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (*Bridge
 	}
 	return &Bridge{
 		tracer:        tracer,
-		rdb:           rdb,
 		js:            js,
 		store:         store.New(rdb),
 		cfg:           cfg,
 		log:           cfg.Logger.With("component", "bridge", "instance_id", cfg.InstanceID),
-		processingKey: processingPrefix + cfg.InstanceID,
-		heartbeatKey:  heartbeatPrefix + cfg.InstanceID,
-		adoptScript:   redis.NewScript(adoptLua),
-		forgetScript:  redis.NewScript(forgetBridgeLua),
-		moveScript:    redis.NewScript(moveBatchLua),
-		requeueScript: redis.NewScript(requeueRetryBatchLua),
+		processingKey: store.ProcessingList(cfg.InstanceID),
 	}, nil
 }
 
@@ -107,7 +94,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// now rather than after HeartbeatTTL.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := b.rdb.Del(dctx, b.heartbeatKey).Err(); err != nil {
+	if err := b.store.StopBeating(dctx, b.cfg.InstanceID); err != nil {
 		b.log.Warn("heartbeat not removed; it expires on its own", "err", err)
 	}
 	b.log.Info("bridge stopped")
@@ -243,7 +230,7 @@ func (b *Bridge) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var errs []error
-	if err := b.rdb.Ping(ctx).Err(); err != nil {
+	if err := b.store.Ping(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("redis: %w", err))
 	}
 	if nc := b.js.Conn(); !nc.IsConnected() {

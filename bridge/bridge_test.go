@@ -147,18 +147,35 @@ func TestRun_AdoptsALiveInstancesListOnceItsHeartbeatExpires(t *testing.T) {
 	e.assertExactlyOnce(t, append(dead, later...))
 }
 
-func TestRun_AdoptsTheReferenceServicesListOnlyWhenAskedTo(t *testing.T) {
+func TestRun_AdoptsTheReferenceServicesIdleClaimsOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	legacy := ids("dlv_legacy_", 3)
-	e.lpush(t, "dispatch:processing", legacy)
+	ctx := testCtx(t)
+	stale, fresh, unclaimed := ids("dlv_stale_", 2), ids("dlv_fresh_", 1), ids("dlv_unclaimed_", 1)
+	e.lpush(t, "dispatch:processing", append(append(append([]string{}, stale...), fresh...), unclaimed...))
+	// As a reference replica (0.1.25.24) claims them: stale ones ten minutes
+	// ago (a crashed replica), the fresh one just now (a live one sending it).
+	for _, id := range stale {
+		e.rdb.ZAdd(ctx, "dispatch:processing:claimed_at", redis.Z{Score: float64(time.Now().Add(-10 * time.Minute).UnixMilli()), Member: id})
+		e.rdb.HSet(ctx, "dispatch:processing:claim_owner", id, "token-of-a-dead-replica")
+	}
+	e.rdb.ZAdd(ctx, "dispatch:processing:claimed_at", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: fresh[0]})
+	e.rdb.HSet(ctx, "dispatch:processing:claim_owner", fresh[0], "token-of-a-live-replica")
 
-	b := e.newBridge(t, bridge.Config{AdoptLegacyProcessing: true})
+	b := e.newBridge(t, bridge.Config{AdoptLegacyProcessing: true, LegacyProcessingIdle: 2 * time.Second, HeartbeatTTL: time.Second})
 	start(t, b)
-	eventually(t, 10*time.Second, "legacy ids in the stream", func() bool { return e.streamMsgs(t) == 3 })
-	e.assertExactlyOnce(t, legacy)
-	if n := e.llen(t, "dispatch:processing"); n != 0 {
-		t.Errorf("legacy list still holds %d ids", n)
+	eventually(t, 10*time.Second, "the stale claims in the stream", func() bool { return e.streamMsgs(t) >= 2 })
+	// An entry without a claim is stamped when first seen and adopted once idle.
+	eventually(t, 15*time.Second, "the unclaimed entry adopted after the idle period", func() bool { return e.streamMsgs(t) == 3 })
+	e.assertExactlyOnce(t, append(stale, unclaimed...))
+	if got := e.lrange(t, "dispatch:processing"); len(got) != 1 || got[0] != fresh[0] {
+		t.Errorf("reference list = %v, want only the live replica's claim left", got)
+	}
+	if owner, _ := e.rdb.HGet(ctx, "dispatch:processing:claim_owner", fresh[0]).Result(); owner != "token-of-a-live-replica" {
+		t.Errorf("the live claim's owner was changed to %q", owner)
+	}
+	if n, _ := e.rdb.ZCard(ctx, "dispatch:processing:claimed_at").Result(); n != 1 {
+		t.Errorf("claimed_at keeps %d entries, want only the live claim", n)
 	}
 }
 

@@ -10,19 +10,6 @@ import (
 	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/jetrelay/jetrelay/internal/queue"
-)
-
-// Processing and heartbeat keys; the shared dispatch:* keys come from
-// internal/store.
-const (
-	keyLegacyProcessing = "dispatch:processing"
-	processingPrefix    = "dispatch:processing:"
-	heartbeatPrefix     = "jetrelay:bridge:"
-	// bridgesKey is the SET of bridge instance ids that ever ran; a member
-	// whose heartbeat expired and whose processing list is empty is removed.
-	bridgesKey = "jetrelay:bridges"
 )
 
 // Defaults applied by New.
@@ -32,6 +19,7 @@ const (
 	DefaultRetryPoll      = time.Second
 	DefaultHeartbeatTTL   = 15 * time.Second
 	DefaultPublishTimeout = 5 * time.Second
+	DefaultRetryBatchSize = 100
 )
 
 // maxInstanceIDLen keeps key names sane; hostnames are at most 253 bytes.
@@ -40,7 +28,7 @@ const maxInstanceIDLen = 253
 // Config tunes a Bridge. The zero value of every field means its default.
 type Config struct {
 	// Queue names the stream the ids are published into.
-	Queue queue.Config
+	Queue QueueConfig
 	// InstanceID names this bridge's processing list
 	// (dispatch:processing:<InstanceID>) and heartbeat key
 	// (jetrelay:bridge:<InstanceID>). It must be unique among live bridges
@@ -55,6 +43,9 @@ type Config struct {
 	// BlockTimeout is how long BLMOVE waits when dispatch:pending is empty
 	// (default 1s; go-redis rounds anything shorter up to 1s).
 	BlockTimeout time.Duration
+	// RetryBatchSize is how many due ids one promotion from dispatch:retry
+	// moves (default 100, the reference's RETRY_BATCH_SIZE).
+	RetryBatchSize int
 	// RetryPoll is how often due ids are promoted from the legacy
 	// dispatch:retry ZSET (default 1s).
 	RetryPoll time.Duration
@@ -66,12 +57,17 @@ type Config struct {
 	// PublishTimeout bounds the wait for one batch's PubAcks (default 5s).
 	// Ids not acknowledged by then stay in the processing list and are retried.
 	PublishTimeout time.Duration
-	// AdoptLegacyProcessing makes this bridge also adopt the plain
-	// dispatch:processing list the reference service (v0.1.25.18+) keeps.
-	// That list has no heartbeat jetrelay can see, so adopting it while the
-	// reference service still runs would republish ids it is delivering.
-	// Turn it on only once the reference service is stopped for good.
+	// AdoptLegacyProcessing makes this bridge also adopt the entries of the
+	// dispatch:processing list the reference service (v0.1.25.18+) keeps
+	// whose claim (dispatch:processing:claimed_at) is older than
+	// LegacyProcessingIdle, as the reference's own recovery does: safe while
+	// a reference replica still runs, since a live one acks long before.
 	AdoptLegacyProcessing bool
+	// LegacyProcessingIdle is how long an entry of the reference's list must
+	// have been claimed before it is adopted; an entry without a claim is
+	// stamped when first seen (default 2m, the reference's
+	// DISPATCH_PROCESSING_RECOVERY_IDLE_MS).
+	LegacyProcessingIdle time.Duration
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
 	// TracerProvider makes a PRODUCER span per published work item, in
@@ -104,6 +100,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = DefaultPublishTimeout
 	}
+	if c.RetryBatchSize == 0 {
+		c.RetryBatchSize = DefaultRetryBatchSize
+	}
+	if c.LegacyProcessingIdle == 0 {
+		c.LegacyProcessingIdle = DefaultLegacyProcessingIdle
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -117,6 +119,9 @@ func (c Config) validate() error {
 	}
 	if err := validateInstanceID(c.InstanceID); err != nil {
 		errs = append(errs, err)
+	}
+	if c.RetryBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("retry batch size %d must be positive", c.RetryBatchSize))
 	}
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("batch size %d must be positive", c.BatchSize))

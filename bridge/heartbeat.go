@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // heartbeatLoop keeps this instance's heartbeat key alive every TTL/3, so a
@@ -38,10 +36,5 @@ func (b *Bridge) heartbeatLoop(ctx context.Context) {
 // other bridges find processing lists to adopt without scanning Redis.
 func (b *Bridge) beat(ctx context.Context) error {
 	v := fmt.Sprintf("pid=%d beat_at_ms=%d", os.Getpid(), time.Now().UnixMilli())
-	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, b.heartbeatKey, v, b.cfg.HeartbeatTTL)
-		p.SAdd(ctx, bridgesKey, b.cfg.InstanceID)
-		return nil
-	})
-	return err
+	return b.store.Beat(ctx, b.cfg.InstanceID, v, b.cfg.HeartbeatTTL)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -231,26 +230,7 @@ func (b *Bridge) publishAsync(msg *nats.Msg, deadline time.Time) (jetstream.PubA
 // ack removes acknowledged ids from the processing list in one round trip
 // and returns the ids whose removal failed.
 func (b *Bridge) ack(ctx context.Context, ids []string) ([]string, error) {
-	cmds, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			p.LRem(ctx, b.processingKey, 1, id)
-		}
-		return nil
-	})
-	if len(cmds) != len(ids) {
-		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", b.processingKey, err)
-	}
-	var failed []string
-	var firstErr error
-	for i, c := range cmds {
-		if cerr := c.Err(); cerr != nil {
-			failed = append(failed, ids[i])
-			if firstErr == nil {
-				firstErr = fmt.Errorf("remove acknowledged id from %s: %w", b.processingKey, cerr)
-			}
-		}
-	}
-	return failed, firstErr
+	return b.store.RemoveFromList(ctx, b.processingKey, ids)
 }
 
 // quarantine moves malformed ids from the processing list to dispatch:failed

@@ -8,25 +8,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
-// requeueRetryBatchLua is the reference service's REQUEUE_RETRY_BATCH_LUA
-// (v0.1.25.24, contract §10), verbatim: due ids leave dispatch:retry and
-// enter dispatch:pending in one atomic step, so concurrent promoters never
-// double-enqueue an id.
-//
-//	KEYS = [dispatch:retry, dispatch:pending]  ARGV = [now_ms, limit]
-const requeueRetryBatchLua = `local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-local moved = {}
-for _, id in ipairs(ready) do
-  if redis.call('ZREM', KEYS[1], id) > 0 then
-    redis.call('LPUSH', KEYS[2], id)
-    table.insert(moved, id)
-  end
-end
-return moved`
-
-// promoteLimit is the reference service's batch size for promotion.
-const promoteLimit = 100
-
 // promoteLoop promotes due ids from the legacy dispatch:retry ZSET every
 // RetryPoll. jetrelay itself never writes that ZSET (its retries and
 // put-offs live in JetStream); this drains what the reference service left
@@ -85,9 +66,9 @@ func (b *Bridge) migrateDeferred(ctx context.Context) error {
 func (b *Bridge) moveScored(ctx context.Context, zset, maxScore string) (uint64, error) {
 	var n uint64
 	for {
-		moved, err := b.requeueScript.Run(ctx, b.rdb, []string{zset, store.PendingList}, maxScore, promoteLimit).StringSlice()
+		moved, err := b.store.PromoteScored(ctx, zset, maxScore, b.cfg.RetryBatchSize)
 		n += uint64(len(moved))
-		if err != nil || len(moved) < promoteLimit {
+		if err != nil || len(moved) < b.cfg.RetryBatchSize {
 			return n, err
 		}
 	}

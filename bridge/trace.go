@@ -5,15 +5,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/telemetry"
-	"github.com/jetrelay/jetrelay/proto"
 )
 
 // tracerName is the instrumentation scope of the bridge's spans.
@@ -29,27 +26,13 @@ func (b *Bridge) traceParents(ctx context.Context, ids []string) []context.Conte
 	if b.tracer == nil || len(ids) == 0 {
 		return nil
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = store.DeliveryKey(id)
-	}
-	vals, err := b.rdb.MGet(ctx, keys...).Result()
-	if err != nil || len(vals) != len(ids) {
+	origins, err := b.store.TraceOrigins(ctx, ids)
+	if err != nil {
 		return nil
 	}
 	out := make([]context.Context, len(ids))
 	for i, id := range ids {
-		out[i] = context.Background()
-		raw, ok := vals[i].(string)
-		if !ok {
-			continue
-		}
-		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid")
-		flags := proto.DefaultTraceFlags
-		if r[2].Type == gjson.True && proto.ValidTraceFlags(r[1].String()) {
-			flags = r[1].String()
-		}
-		out[i] = telemetry.DeliveryParent(out[i], id, r[0].String(), flags)
+		out[i] = telemetry.DeliveryParent(context.Background(), id, origins[i].TraceID, origins[i].Flags)
 	}
 	return out
 }

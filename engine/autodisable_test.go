@@ -9,7 +9,6 @@ import (
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -41,7 +40,6 @@ func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhe
 		s.RetryPolicy = nil // admin's default
 		s.DisableAfterFailures = 10
 	})
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	var ids []string
 	for range 12 {
 		ids = append(ids, e.deliver(t, sub, e.event(), nil))

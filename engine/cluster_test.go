@@ -12,7 +12,6 @@ import (
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/queue"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -44,9 +43,6 @@ func TestCluster_ScheduledRetriesAndHeldDeliveriesSurviveTheStreamLeaderStopping
 		s.RetryPolicy = &proto.RetryPolicy{MaxRetries: ptr(3), InitialDelayMs: ptr(int64(8000)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(8000))}
 	})
 	paused, _, _ := e.subscribe(t, "/custom/paused", nil, func(s *admin.Subscription) { s.Status = proto.SubscriptionPaused })
-	for _, sub := range []string{retrying, paused} {
-		e.redis.Client.Del(ctx, store.SecretKey(sub))
-	}
 	var scheduled, held []string
 	for range 20 {
 		scheduled = append(scheduled, e.deliver(t, retrying, e.event(), nil))

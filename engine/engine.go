@@ -21,7 +21,7 @@ import (
 
 // Config tunes an Engine. Zero values take the defaults in withDefaults.
 type Config struct {
-	Queue          queue.Config
+	Queue          QueueConfig
 	Workers        int              // concurrent deliveries, default 64
 	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
 	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
@@ -34,8 +34,16 @@ type Config struct {
 	SuccessFlush   time.Duration    // coalescing period of subscription success bookkeeping, default 1s
 	Logger         *slog.Logger
 	Observer       Observer // told of every decision (metrics); nil: nobody
+	// NoAutoPipeline sends each delivery's Redis reads and writes as one
+	// pipeline per call instead of sharing round trips with other workers
+	// through go-redis's autopipeliner (JETRELAY_REDIS_AUTOPIPELINE=false).
+	NoAutoPipeline bool
 	// TracerProvider makes the spans of attempts and sends; nil: no spans.
 	TracerProvider trace.TracerProvider
+	// AllowUnsigned sends a delivery whose subscription has no (or a
+	// blank) signing secret unsigned, as upstream did before 0.1.25.24;
+	// false (the default) fails it without a send, as 0.1.25.24 does.
+	AllowUnsigned bool
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
@@ -144,13 +152,16 @@ type Engine struct {
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
 
-// New returns an engine that reads Redis through st, consumes from js and
-// sends through the transports in reg.
-func New(st *store.Store, js jetstream.JetStream, reg *transport.Registry, cfg Config) (*Engine, error) {
-	if st == nil || js == nil || reg == nil {
-		return nil, errors.New("engine: store, JetStream and transport registry are required")
+// New returns an engine that reads and writes the Cycles records in the
+// Redis behind rdb (any go-redis v9 client: *redis.Client,
+// *redis.ClusterClient, …), consumes from js and sends through the
+// transports in reg (transport.OpenRegistry, or a Registry filled by hand).
+func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg Config) (*Engine, error) {
+	if rdb == nil || js == nil || reg == nil {
+		return nil, errors.New("engine: Redis client, JetStream and transport registry are required")
 	}
 	cfg = cfg.withDefaults()
+	st := store.NewWithOptions(rdb, store.Options{AutoPipeline: !cfg.NoAutoPipeline})
 	e := &Engine{cfg: cfg, store: st, js: js, transport: reg, log: cfg.Logger, obs: cfg.Observer,
 		tracer: cfg.TracerProvider.Tracer(tracerName)}
 	if cfg.InactivePolicy != InactiveDefer && cfg.InactivePolicy != InactiveFail {

@@ -117,7 +117,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.engine != nil {
 		o.engine(&cfg)
 	}
-	eng, err := engine.New(e.store, e.js, reg, cfg)
+	eng, err := engine.New(e.redis.Client, e.js, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ func TestBreaker_OpenBreakerDefersWithoutConsumingAttemptsAndAProbeRecovers(t *t
 		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second}
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/flapping", nil, func(s *admin.Subscription) { s.RetryPolicy = fastPolicy(10) })
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	id := e.deliver(t, sub, e.event(), nil)
 
 	waitFor(t, 10*time.Second, "three failed attempts to open the breaker", func() bool {
@@ -77,7 +76,6 @@ func TestIsolation_BlackHoleHoldsAtMostItsInFlightLimitWhileOthersFlow(t *testin
 	}})
 	defer close(release)
 	holeSub, _, _ := e.subscribe(t, "/custom/blackhole", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(holeSub))
 	okSub, _, ep := e.subscribe(t, "/healthy", receiver.Healthy(), nil)
 
 	for range 200 {
@@ -119,7 +117,6 @@ func TestScaleOut_ASendSlowerThanAckWaitIsKeptAliveAndNotSentTwice(t *testing.T)
 	e := newEnv(t, envOptions{handler: slow, ackWait: time.Second, timeout: 10 * time.Second,
 		engine: func(c *engine.Config) { c.AttemptTimeout = 10 * time.Second }})
 	sub, _, _ := e.subscribe(t, "/custom/slow", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
 		t.Fatalf("record = %s", rec.Raw)

@@ -77,7 +77,8 @@ type Decision struct {
 	// Reason is, for Retrying and Failed, one of the reference's reason
 	// codes (event_not_found, subscription_not_found,
 	// subscription_inactive, http_4xx, http_5xx, transport_error) or
-	// jetrelay's ssrf_blocked and boundary_skipped; for PutOff, why:
+	// jetrelay's ssrf_blocked, boundary_skipped and missing_signing_secret
+	// (upstream 0.1.25.24's reason); for PutOff, why:
 	// breaker_open, subscription_busy, subscription_<status> (held for a
 	// paused or disabled subscription), infra_error or secret_unavailable.
 	Reason string

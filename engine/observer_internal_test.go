@@ -45,8 +45,14 @@ func TestPayloadViolations_FlagsTheReferenceValidatorsRules(t *testing.T) {
 		{"a well-formed event breaks nothing", func(*proto.Event) {}, nil},
 		{"a blank source is missing_required", func(e *proto.Event) { e.Source = " " }, []string{"missing_required"}},
 		{"a null timestamp is missing_required", func(e *proto.Event) { e.Timestamp = nil }, []string{"missing_required"}},
-		{"admin's webhook.created is unknown to the events service", func(e *proto.Event) {
+		{"admin's webhook.created is known since 0.1.25.18", func(e *proto.Event) {
 			e.EventType, e.Category, e.Data = "webhook.created", "webhook", nil
+		}, nil},
+		{"a tenant-close cascade type is known since 0.1.25.21", func(e *proto.Event) {
+			e.EventType, e.Category, e.Data = "webhook.disabled_via_tenant_cascade", "webhook", nil
+		}, nil},
+		{"a type no Cycles service emits is unknown_event_type", func(e *proto.Event) {
+			e.EventType, e.Category, e.Data = "webhook.exploded", "webhook", nil
 		}, []string{"unknown_event_type"}},
 		{"an unknown category is flagged and mismatches its type", func(e *proto.Event) { e.Category = "billing" }, []string{"unknown_category", "category_mismatch"}},
 		{"a known but wrong category is category_mismatch", func(e *proto.Event) { e.Category = "tenant" }, []string{"category_mismatch"}},

@@ -65,7 +65,6 @@ func TestRedisOutage_DeliveriesWaitAsWakeUpsHoldingNoAckPendingSlotAndAllSucceed
 		c.Workers = 24
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/outage", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = e.deliver(t, sub, e.event(), nil)

@@ -11,32 +11,6 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 )
 
-// knownEventTypes is the events service's own 42-value EventType vocabulary
-// (contract §6.9); admin's later types are unknown to it, and so here.
-var knownEventTypes = func() map[string]bool {
-	m := make(map[string]bool)
-	for prefix, names := range map[string]string{
-		"budget":      "created updated funded debited reset reset_spent debt_repaid frozen unfrozen closed threshold_crossed exhausted over_limit_entered over_limit_exited debt_incurred burn_rate_anomaly",
-		"reservation": "denied denial_rate_spike expired expiry_rate_spike commit_overage",
-		"tenant":      "created updated suspended reactivated closed settings_changed",
-		"api_key":     "created revoked expired permissions_changed auth_failed auth_failure_rate_spike",
-		"policy":      "created updated deleted",
-		"system":      "store_connection_lost store_connection_restored high_latency webhook_delivery_failed webhook_test",
-		"webhook":     "disabled",
-	} {
-		for n := range strings.FieldsSeq(names) {
-			m[prefix+"."+n] = true
-		}
-	}
-	return m
-}()
-
-// knownCategories are the categories of that vocabulary.
-var knownCategories = map[string]bool{
-	"budget": true, "tenant": true, "api_key": true, "policy": true,
-	"reservation": true, "system": true, "webhook": true,
-}
-
 // budgetOperations are the values data.operation may take on a budget event.
 var budgetOperations = map[string]bool{
 	"CREDIT": true, "DEBIT": true, "RESET": true, "RESET_SPENT": true,
@@ -54,15 +28,14 @@ func payloadViolations(ev *proto.Event) []string {
 	if blank(ev.EventID) || blank(ev.EventType) || blank(ev.TenantID) || blank(ev.Source) || ev.Category == "" || ev.Timestamp == nil {
 		rules = append(rules, "missing_required")
 	}
-	known := knownEventTypes[ev.EventType]
+	known := proto.KnownEventType(ev.EventType)
 	if !blank(ev.EventType) && !known {
 		rules = append(rules, "unknown_event_type")
 	}
-	if ev.Category != "" && !knownCategories[ev.Category] {
+	if ev.Category != "" && !proto.KnownCategory(ev.Category) {
 		rules = append(rules, "unknown_category")
 	}
-	typeCategory, _, _ := strings.Cut(ev.EventType, ".")
-	if known && ev.Category != "" && ev.Category != typeCategory {
+	if known && ev.Category != "" && ev.Category != proto.EventTypeCategory(ev.EventType) {
 		rules = append(rules, "category_mismatch")
 	}
 	if ev.TraceID != "" && !proto.ValidTraceID(ev.TraceID) {
@@ -78,7 +51,7 @@ func payloadViolations(ev *proto.Event) []string {
 		SpentOverrideProvided json.RawMessage `json:"spent_override_provided"`
 	}
 	isObject := gojson.Unmarshal(data, &fields) == nil
-	if typeCategory == "budget" {
+	if proto.EventTypeCategory(ev.EventType) == "budget" {
 		var ledger string
 		if !isObject || gojson.Unmarshal(fields.LedgerID, &ledger) != nil || blank(ledger) {
 			rules = append(rules, "budget_data_shape")

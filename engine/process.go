@@ -22,6 +22,10 @@ import (
 // secret is assumed to be waiting for it rather than to have none.
 const secretGrace = 30 * time.Second
 
+// msgMissingSecret is upstream 0.1.25.24's error_message for a delivery
+// refused for want of a signing secret.
+const msgMissingSecret = "Webhook signing secret is missing; refusing unsigned delivery"
+
 // handle processes one work item and settles it. It never panics the worker:
 // a panic in a transport is recovered and the item released for a retry.
 func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
@@ -126,21 +130,21 @@ func (e *Engine) process(h *handling) settlement {
 		return e.infraRetry(h, err)
 	}
 	b := h.b
+	// An unreadable event or subscription record is left for recovery, as
+	// upstream since 0.1.25.18 (not turned into "not found"): an operator
+	// can repair it, and the stale cutoff ends the wait.
+	if errors.Is(b.EventErr, store.ErrCorrupt) || errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
+		return e.infraRetry(h, errors.Join(b.EventErr, b.SubscriptionErr))
+	}
 	// The reference's messages are kept as they are (dashboards and admin
-	// users match on them); an unreadable record is named in the log.
+	// users match on them).
 	if b.EventErr != nil {
-		if errors.Is(b.EventErr, store.ErrCorrupt) {
-			h.log.Error("event record unreadable", "err", b.EventErr)
-		}
 		return e.fail(h, "Event not found: "+d.EventID, "event_not_found")
 	}
 	if b.Event.EventType != "" {
 		h.lab.EventType = b.Event.EventType
 	}
 	if b.SubscriptionErr != nil {
-		if errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-			h.log.Error("subscription record unreadable", "err", b.SubscriptionErr)
-		}
 		return e.fail(h, "Subscription not found", "subscription_not_found")
 	}
 	sub := b.Subscription
@@ -196,6 +200,11 @@ func (e *Engine) process(h *handling) settlement {
 		h.log.Debug("new subscription has no secret yet; waiting for it")
 		return nakAfter(time.Second)
 	}
+	if !proto.SecretUsable(secret) && !e.cfg.AllowUnsigned {
+		// Never unsigned (upstream 0.1.25.24): a receiver that verifies
+		// would reject the request, one that does not would trust a forgery.
+		return e.fail(h, msgMissingSecret, "missing_signing_secret")
+	}
 	return e.attempt(h, secret, adm)
 }
 
@@ -223,7 +232,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		TraceID:        traceID,
 		Traceparent:    traceparent,
 		RequestID:      ev.RequestID,
-		Headers:        sub.Headers,
+		Headers:        e.customHeaders(log, lab, sub.Headers),
 		DeliveryID:     d.DeliveryID,
 		SubscriptionID: d.SubscriptionID,
 		Attempt:        attempt,
@@ -252,6 +261,12 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		return nakAfter(0)
 	}
 	adm.sent(o)
+	if o.blocked() {
+		// Refused before any connection: like upstream (0.1.25.22, which
+		// checks before sending) no attempt is recorded and response_status
+		// stays null; ssrf_blocked is terminal and not counted.
+		return e.fail(h, o.message(), o.reason())
+	}
 	if err == nil && res.Outcome == transport.Delivered {
 		return e.recordSuccess(h, o)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
@@ -119,9 +118,7 @@ func (o outcome) attemptFields(d *proto.Delivery, status proto.DeliveryStatus) s
 // write records an outcome on a context that survives shutdown, bounded.
 // subRaw is the subscription's stored bytes when the write may change it.
 func (e *Engine) write(h *handling, subRaw []byte, fn store.OutcomeFunc) (bool, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), writeTimeout)
-	defer cancel()
-	return e.store.RecordOutcome(wctx, h.rec, subRaw, fn)
+	return e.writeAndSave(h, subRaw, nil, fn)
 }
 
 // waitCleared is the patch that drops a wait note once the delivery is sent
@@ -201,13 +198,16 @@ func countFailure(sub *proto.Subscription, now time.Time) (store.Patch, bool) {
 // log line, and the auto-disable when this failure disabled the
 // subscription.
 //
+// ev, when not nil, is saved in the same atomic write
+// (system.webhook_delivery_failed).
+//
 // unsent marks a failure without a send of its own (giveUp): when the
 // subscription turned inactive meanwhile (another delivery's failure just
 // disabled it), the delivery is held for it instead, as every later one is.
-func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg string, latency time.Duration, dp func(cur *proto.Delivery) store.Patch) settlement {
+func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg string, latency time.Duration, ev *store.NewEvent, dp func(cur *proto.Delivery) store.Patch) settlement {
 	now := time.Now()
 	var disabled, inactive *proto.Subscription
-	wrote, err := e.write(h, h.b.SubscriptionRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
+	wrote, err := e.writeAndSave(h, h.b.SubscriptionRaw, ev, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
 		disabled, inactive = nil, nil
 		if unsent && sub != nil && sub.Status != proto.SubscriptionActive {
 			inactive = sub
@@ -252,7 +252,8 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	policy := h.sub().Policy()
 	h.log = h.log.With("status_code", o.res.StatusCode)
 	if o.permanent() || policy.Exhausted(o.attempt) {
-		return e.finalFailure(h, !o.blocked(), false, o.reason(), o.message(), o.res.Latency, func(cur *proto.Delivery) store.Patch {
+		ev := e.deliveryFailedEvent(h, o.attempt, o.res.StatusCode, o.message())
+		return e.finalFailure(h, !o.blocked(), false, o.reason(), o.message(), o.res.Latency, ev, func(cur *proto.Delivery) store.Patch {
 			if o.superseded(cur) {
 				return nil
 			}
@@ -311,7 +312,8 @@ func (e *Engine) giveUp(h *handling) settlement {
 	}
 	reason := outcome{res: transport.Result{StatusCode: a.status}}.reason()
 	now := time.Now()
-	return e.finalFailure(h, true, true, reason, a.message, 0, func(cur *proto.Delivery) store.Patch {
+	ev := e.deliveryFailedEvent(h, d.Attempts, a.status, a.message)
+	return e.finalFailure(h, true, true, reason, a.message, 0, ev, func(cur *proto.Delivery) store.Patch {
 		if cur.Status.Terminal() || cur.Attempts != d.Attempts {
 			return nil // final already, or a send happened meanwhile
 		}

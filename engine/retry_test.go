@@ -172,7 +172,6 @@ func TestRetry_ReceiverRetryAfterIsHonoured(t *testing.T) {
 	})
 	e := newEnv(t, envOptions{handler: h})
 	sub, _, _ := e.subscribe(t, "/custom/throttle", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	rec := e.final(t, e.deliver(t, sub, e.event(), nil))
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 2 {
 		t.Fatalf("record = %s", rec.Raw)
@@ -195,7 +194,6 @@ func TestInfraError_RedisDownDelaysButNeverFailsADelivery(t *testing.T) {
 	})
 	e := newEnv(t, envOptions{handler: h, redis: redisproc.Options{AppendOnly: true}})
 	sub, _, _ := e.subscribe(t, "/custom/blocked", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	id := e.deliver(t, sub, e.event(), nil)
 
 	<-arrived                                     // the engine has read everything and is mid-send

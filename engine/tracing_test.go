@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -92,7 +91,6 @@ func hasEvent(s tracetest.SpanStub, name, reason string) bool {
 func TestTracing_OneTraceRunsFromTheBridgeThroughEachAttemptAndSendToTheReceiver(t *testing.T) {
 	e, exp, requests := tracedEnv(t, 1)
 	sub, _, _ := e.subscribe(t, "/custom/hook", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	ev := e.event()
 	rec := e.final(t, e.deliver(t, sub, ev, nil))
 	if rec.Status != proto.DeliverySuccess || rec.Attempts != 2 {
@@ -196,7 +194,6 @@ func TestTracing_OneTraceRunsFromTheBridgeThroughEachAttemptAndSendToTheReceiver
 func TestTracing_AnUnsampledInboundTraceRecordsNoSpansAndKeepsItsFlags(t *testing.T) {
 	e, exp, requests := tracedEnv(t, 0)
 	sub, _, _ := e.subscribe(t, "/custom/hook", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	ev := e.event()
 	rec := e.final(t, e.deliver(t, sub, ev, func(d *admin.Delivery) {
 		d.TraceFlags, d.TraceparentInboundValid = "00", ptr(true)

@@ -1,31 +1,30 @@
 package proto
 
-import "strings"
-
 // SystemTenant owns admin-plane subscriptions that are not tied to a tenant.
 const SystemTenant = "__system__"
 
 // ConcreteOwner reports whether a subscription's tenant_id names a real
-// tenant (not null, blank or __system__). Only such subscriptions are bound
-// by the ownership boundary.
+// tenant. As upstream, only a null (empty) owner and __system__ are exempt
+// from the ownership boundary; a whitespace-only owner is concrete.
 func ConcreteOwner(tenantID string) bool {
-	return strings.TrimSpace(tenantID) != "" && tenantID != SystemTenant
+	return tenantID != "" && tenantID != SystemTenant
 }
 
 // CrossesOwnershipBoundary is the last-mile check upstream added in events
-// 0.1.25.23 after admin-only events leaked to tenant subscriptions (#209):
-// a subscription owned by a concrete tenant may receive an event only when
-// its type starts with budget., reservation. or tenant. AND its category is
-// budget, reservation or tenant. The comparison is on the raw strings, and a
-// blank or unknown value is blocked (fail closed).
+// 0.1.25.23 after admin-only events leaked to tenant subscriptions (#209),
+// as upstream 0.1.25.24's WebhookOwnershipBoundary decides it: a
+// subscription owned by a concrete tenant may not receive an event whose
+// type is a known admin-only type, whose category is a known admin-only
+// category, or which neither its type nor its category classifies (both
+// unknown or blank: fail closed). So a known budget.* type without a
+// category is delivered, and an unknown type is judged by its category.
 func CrossesOwnershipBoundary(owner, eventType, category string) bool {
 	if !ConcreteOwner(owner) {
 		return false
 	}
-	typeOK := strings.HasPrefix(eventType, "budget.") || strings.HasPrefix(eventType, "reservation.") || strings.HasPrefix(eventType, "tenant.")
-	switch category {
-	case "budget", "reservation", "tenant":
-		return !typeOK
-	}
-	return true
+	typeCategory := EventTypeCategory(eventType)
+	typeAdmin := typeCategory != "" && !TenantAccessibleCategory(typeCategory)
+	categoryAdmin := KnownCategory(category) && !TenantAccessibleCategory(category)
+	unclassifiable := typeCategory == "" && !KnownCategory(category)
+	return typeAdmin || categoryAdmin || unclassifiable
 }

@@ -7,7 +7,6 @@ import "time"
 const (
 	disabledEventType     = "webhook.disabled"
 	disabledCategory      = "webhook"
-	disabledSource        = "cycles-events"
 	disabledReason        = "consecutive_failures_exceeded_threshold"
 	disabledCorrelationID = "webhook_auto_disable:"
 )
@@ -40,24 +39,7 @@ func (e DisabledEvent) CorrelationID() string {
 // while the top-level tenant_id, always written, becomes null. request_id,
 // absent in v0.1.25.12, is written when known as later upstream versions do.
 func (e DisabledEvent) JSON() []byte {
-	b := make([]byte, 0, 512)
-	b = append(b, `{"event_id":`...)
-	b = AppendJSONString(b, e.EventID)
-	b = append(b, `,"event_type":`...)
-	b = AppendJSONString(b, disabledEventType)
-	b = append(b, `,"category":`...)
-	b = AppendJSONString(b, disabledCategory)
-	b = append(b, `,"timestamp":"`...)
-	b = AppendInstant(b, e.Timestamp)
-	b = append(b, `","tenant_id":`...)
-	if e.TenantID == "" {
-		b = append(b, "null"...)
-	} else {
-		b = AppendJSONString(b, e.TenantID)
-	}
-	b = append(b, `,"actor":{"type":"system"},"source":`...)
-	b = AppendJSONString(b, disabledSource)
-
+	b := appendRelayEventHead(make([]byte, 0, 512), e.EventID, disabledEventType, disabledCategory, e.Timestamp, e.TenantID)
 	b = append(b, `,"data":{"subscription_id":`...)
 	b = AppendJSONString(b, e.SubscriptionID)
 	if e.TenantID != "" {
@@ -74,15 +56,5 @@ func (e DisabledEvent) JSON() []byte {
 	b = AppendJSONString(b, disabledReason)
 	b = append(b, '}')
 
-	b = append(b, `,"correlation_id":`...)
-	b = AppendJSONString(b, e.CorrelationID())
-	if e.RequestID != "" {
-		b = append(b, `,"request_id":`...)
-		b = AppendJSONString(b, e.RequestID)
-	}
-	if e.TraceID != "" {
-		b = append(b, `,"trace_id":`...)
-		b = AppendJSONString(b, e.TraceID)
-	}
-	return append(b, '}')
+	return appendRelayEventTail(b, e.CorrelationID(), e.RequestID, e.TraceID)
 }

@@ -10,4 +10,14 @@
 // (unknown fields are ignored, open strings stay open) because other services
 // write them; the raw JSON bytes stay the source of truth and are never
 // re-serialized from these structs.
+//
+// Imports: the standard library, with one exception. Records are decoded with
+// github.com/goccy/go-json rather than encoding/json, because every delivery
+// parses its delivery, event and subscription records and the decoder is on
+// that hot path (commit 9852b50, `go test -bench . ./internal/store`). The
+// exception is held in check, not trusted: FuzzDecodersAgree
+// (decode_agree_test.go) requires both decoders to accept and refuse the same
+// inputs and to decode what they accept to the same values, and everything
+// that encodes, and every other parse, uses encoding/json. The package stays
+// pure either way: no I/O, no globals.
 package proto

@@ -3,11 +3,12 @@ package proto
 import (
 	"bytes"
 	"encoding/json"
-
 	"errors"
 	"fmt"
-	gojson "github.com/goccy/go-json"
 	"time"
+
+	// The one import outside the standard library: see doc.go.
+	gojson "github.com/goccy/go-json"
 )
 
 // Instant is a timestamp field of a Cycles record. It reads the ISO-8601

@@ -129,7 +129,11 @@ func OpenRegistry(ctx context.Context, env Env) (*Registry, error) {
 				opened[d] = t
 			}
 		}
-		r.Register(scheme, t)
+		if v, ok := d.(URLValidator); ok {
+			r.Register(scheme, checked{t, v})
+		} else {
+			r.Register(scheme, t)
+		}
 	}
 	return r, nil
 }

@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -40,15 +39,13 @@ func (r *Registry) Register(scheme string, t Transport) {
 	r.schemes[scheme] = t
 }
 
-// Lookup returns the transport for rawURL's scheme.
+// Lookup returns the transport for rawURL's scheme. Its errors are
+// Permanent: no retry makes such a URL deliverable.
 func (r *Registry) Lookup(rawURL string) (Transport, error) {
-	u, err := url.Parse(rawURL)
+	scheme, err := schemeOf(rawURL)
 	if err != nil {
-		// A *url.Error and its causes quote parts of the URL, credentials
-		// included: say only that it does not parse.
-		return nil, Permanent(errors.New("transport: malformed URL: it does not parse as a URL"))
+		return nil, Permanent(err)
 	}
-	scheme := strings.ToLower(u.Scheme)
 	r.mu.RLock()
 	t, ok := r.schemes[scheme]
 	r.mu.RUnlock()

@@ -78,6 +78,9 @@ func TestRun_ReadyzReportsDownWhenRedisIsStopped(t *testing.T) {
 	b := newBed(t)
 	r := startRelay(t, b.env())
 	r.awaitHTTP(t, "/readyz", http.StatusOK, 10*time.Second)
+	// The reference's probe paths (Spring Boot actuator) answer the same.
+	r.awaitHTTP(t, "/actuator/health/readiness", http.StatusOK, 10*time.Second)
+	r.awaitHTTP(t, "/actuator/health", http.StatusOK, 10*time.Second)
 
 	if err := b.redis.Server.Stop(); err != nil {
 		t.Fatalf("stop redis-server: %v", err)
@@ -88,6 +91,10 @@ func TestRun_ReadyzReportsDownWhenRedisIsStopped(t *testing.T) {
 	}
 	if code, body := r.get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz answered %d %s with Redis down, want 200 (the process itself is alive)", code, body)
+	}
+	r.awaitHTTP(t, "/actuator/health/readiness", http.StatusServiceUnavailable, 10*time.Second)
+	if code, body := r.get("/actuator/health/liveness"); code != http.StatusOK || !strings.Contains(body, `"UP"`) {
+		t.Errorf("/actuator/health/liveness answered %d %s with Redis down, want 200 UP", code, body)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -47,6 +47,9 @@ func (b *bed) subscribe(t *testing.T, args ...string) (id, secret string) {
 	if id == "" || secret == "" {
 		t.Fatalf("subscriptions create printed no id or secret:\n%s", out)
 	}
+	if want := "redis: " + b.redis.Server.Addr() + " db 0"; !strings.Contains(out, want) {
+		t.Errorf("subscriptions create does not say which Redis it wrote to (%q):\n%s", want, out)
+	}
 	return id, secret
 }
 
@@ -350,7 +353,8 @@ func TestSubscriptionsCLI_WritesAdminRecordsAndHidesCredentials(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"scheme no transport handles", []string{"create", "--url", "ftp://bob:" + pw + "@files.example/x", "--event-types", "budget.exhausted"}, "not allowed"},
+		{"scheme no transport handles", []string{"create", "--url", "ftp://bob:" + pw + "@files.example/x", "--event-types", "budget.exhausted"}, "unsupported URL scheme"},
+		{"URL its transport can never deliver to", []string{"create", "--url", "nats://bob:" + pw + "@127.0.0.1:4222/", "--event-types", "budget.exhausted"}, "subject"},
 		{"no url", []string{"create", "--event-types", "budget.exhausted"}, "--url is required"},
 		{"no event types", []string{"create", "--url", "nats:///x.y"}, "event_type"},
 		{"header without a value", []string{"create", "--url", "nats:///x.y", "--event-types", "budget.exhausted", "--header", "X-A"}, "name=value"},

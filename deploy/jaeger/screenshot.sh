@@ -56,7 +56,7 @@ go tool task demo:traced -- --events 5
 # The demo flushes its spans on exit; Jaeger indexes them shortly after.
 # A delivery trace: the bridge's publish, the engine's attempt and the send.
 # Of those, up to 40 spans, the one with the most span links (FOLLOWS_FROM
-# references: a delivery handled many times), then the most promotion spans
+# references: a delivery handled many times), then the most wake-up (promotion) spans
 # (jetrelay.deferred=true), then the most spans.
 pick='[.data[] | select([.spans[].operationName] as $n
         | ($n | index("send jetrelay.dispatch")) and ($n | index("process jetrelay.dispatch"))

@@ -3,21 +3,9 @@ package admin
 // The Lua scripts below are part of the storage contract
 // (cycles-events-contract.md §2.1) and are copied verbatim from
 // cycles-server-admin's repositories. Do not edit them: the point of this
-// package is that Redis sees exactly what admin sends.
-
-// SaveEventLua is SAVE_EVENT_LUA (admin and events EventRepository).
-// KEYS = [event:<id>, events:<tenantId>, events:_all, (events:correlation:<cid>)];
-// ARGV = [json, timestamp epoch millis, id, ttl seconds].
-const SaveEventLua = `redis.call('SET', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
-if KEYS[4] then
-    redis.call('SADD', KEYS[4], ARGV[3])
-    redis.call('EXPIRE', KEYS[4], ARGV[4])
-end
-return 1
-`
+// package is that Redis sees exactly what admin sends. SAVE_EVENT_LUA, which
+// jetrelay itself runs too, has its one copy in internal/store
+// (store.SaveEventLua).
 
 // SaveWebhookLua is admin WebhookRepository's SAVE_WEBHOOK_LUA.
 // KEYS = [webhook:<id>, webhooks:<tenantId>, webhooks:_all]; ARGV = [json, id].

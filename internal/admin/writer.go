@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -41,7 +42,7 @@ func NewWriter(rdb redis.UniversalClient, key *proto.SecretKey) *Writer {
 		// Java's Instant.now() on Linux has microsecond resolution, so
 		// admin's timestamps carry 6 fractional digits, never 9.
 		now:                func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
-		saveEvent:          redis.NewScript(SaveEventLua),
+		saveEvent:          redis.NewScript(store.SaveEventLua),
 		saveWebhook:        redis.NewScript(SaveWebhookLua),
 		deleteWebhook:      redis.NewScript(DeleteWebhookLua),
 		saveAndEnqueueOnce: redis.NewScript(SaveAndEnqueueOnceLua),
@@ -158,7 +159,7 @@ func (w *Writer) DeleteSubscription(ctx context.Context, id string) error {
 	return nil
 }
 
-// SaveEvent stores e with SaveEventLua: event:{id} with a 90-day TTL,
+// SaveEvent stores e with store.SaveEventLua: event:{id} with a 90-day TTL,
 // indexed in events:{tenant} and events:_all by its timestamp in epoch
 // millis, and in events:correlation:{cid} when it has a correlation id.
 // An empty id, timestamp, category or source is filled first.

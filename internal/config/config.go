@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/ssrf"
+	"github.com/jetrelay/jetrelay/transport"
 )
 
 // Roles a process can run.
@@ -52,6 +54,8 @@ type Config struct {
 	MaxAckPending  int
 
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
+	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
+	AllowPlaintext bool   // WEBHOOK_SECRET_ALLOW_PLAINTEXT: run without SecretKey
 	MaxDeliveryAge time.Duration
 	EventTTL       time.Duration
 	DeliveryTTL    time.Duration
@@ -67,11 +71,13 @@ type Config struct {
 	InactivePolicy    string
 	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
-	ConnectTimeout    time.Duration
-	RequestTimeout    time.Duration
-	UserAgent         string
 
 	BridgeID string
+
+	// Switch-over from the reference service (docs/migration.md).
+	AdoptReferenceProcessing bool          // JETRELAY_ADOPT_REFERENCE_PROCESSING
+	ProcessingRecoveryIdle   time.Duration // DISPATCH_PROCESSING_RECOVERY_IDLE_MS
+	RetryBatchSize           int           // RETRY_BATCH_SIZE
 
 	ManagementPort int
 	ManagementHost string
@@ -85,9 +91,6 @@ type Config struct {
 	SSRFAllowHTTP  bool
 	SSRFRefresh    time.Duration
 
-	SQSEndpoint string // SQS-compatible server for sqs:// subscriptions; empty: AWS
-	SQSRegion   string // signing region when a queue URL names none
-
 	// settings holds every option's final value by environment name, and
 	// getenv the environment Load read, for Getenv.
 	settings map[string]string
@@ -100,8 +103,11 @@ type option struct {
 	set                  func(c *Config, v string) error
 }
 
+// options are jetrelay's own settings, with the compiled-in transport
+// drivers' settings (transport.DriverSettings) before the SSRF ones: each
+// driver owns and checks its own.
 func options() []option {
-	return []option{
+	own := []option{
 		{"JETRELAY_ROLE", "role", RoleAll, "what this process runs: all, bridge or engine", setString(func(c *Config) *string { return &c.Role })},
 		{"REDIS_URL", "redis-url", "", "Redis URL (redis://[:password@]host:port/db); overrides REDIS_HOST/PORT/PASSWORD", setString(func(c *Config) *string { return &c.RedisURL })},
 		{"REDIS_HOST", "redis-host", "localhost", "Redis host (as the reference service)", setString(func(c *Config) *string { return &c.RedisHost })},
@@ -119,6 +125,8 @@ func options() []option {
 		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
+		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
+		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
@@ -132,21 +140,32 @@ func options() []option {
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
 		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
-		{"JETRELAY_HTTP_CONNECT_TIMEOUT", "http-connect-timeout", "5s", "webhook connect timeout", setDuration(func(c *Config) *time.Duration { return &c.ConnectTimeout })},
-		{"JETRELAY_HTTP_REQUEST_TIMEOUT", "http-request-timeout", "30s", "webhook request timeout (until response headers)", setDuration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
-		{"JETRELAY_USER_AGENT", "user-agent", "", "webhook User-Agent (default cycles-server-events/0.1.25.12 (jetrelay))", setString(func(c *Config) *string { return &c.UserAgent })},
 		{"JETRELAY_SSRF_ALLOW_CIDRS", "ssrf-allow-cidrs", "", "operator allow-list: comma-separated CIDRs webhooks may reach although config:webhook-security blocks them (an internal receiver; 127.0.0.0/8 for tests)", setString(func(c *Config) *string { return &c.SSRFAllowCIDRs })},
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
 		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
-		{"JETRELAY_SQS_ENDPOINT", "sqs-endpoint", "", "endpoint of an SQS-compatible server for sqs:// subscriptions (http(s) URL without credentials); empty: AWS. Credentials come from the standard AWS_* variables", setString(func(c *Config) *string { return &c.SQSEndpoint })},
-		{"JETRELAY_SQS_REGION", "sqs-region", "", "AWS region of sqs:// subscriptions whose queue host names none (default: AWS_REGION)", setString(func(c *Config) *string { return &c.SQSRegion })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
-		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
+		{"JETRELAY_ADOPT_REFERENCE_PROCESSING", "adopt-reference-processing", "true", "adopt the reference service's dispatch:processing entries whose claim is idle for DISPATCH_PROCESSING_RECOVERY_IDLE_MS (switch-over; safe beside live reference replicas)", setBool(func(c *Config) *bool { return &c.AdoptReferenceProcessing })},
+		{"DISPATCH_PROCESSING_RECOVERY_IDLE_MS", "dispatch-processing-recovery-idle-ms", "120000", "how long a dispatch:processing claim of the reference service must be idle before jetrelay adopts it (the reference's own setting)", setMillis(func(c *Config) *time.Duration { return &c.ProcessingRecoveryIdle })},
+		{"RETRY_BATCH_SIZE", "retry-batch-size", "100", "due ids moved per promotion from the reference's dispatch:retry ZSET (the reference's own setting)", setInt(func(c *Config) *int { return &c.RetryBatchSize })},
+		{"MANAGEMENT_PORT", "management-port", "9980", "port of /healthz, /readyz, /metrics, /status and /actuator/health (0 disables)", setInt(func(c *Config) *int { return &c.ManagementPort })},
 		{"JETRELAY_MANAGEMENT_HOST", "management-host", "", "listen host of the management server (empty: all interfaces)", setString(func(c *Config) *string { return &c.ManagementHost })},
 		{"JETRELAY_LOG_FORMAT", "log-format", "text", "log format: text or json", setString(func(c *Config) *string { return &c.LogFormat })},
 		{"JETRELAY_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", setString(func(c *Config) *string { return &c.LogLevel })},
 		{"CYCLES_METRICS_TENANT_TAG_ENABLED", "metrics-tenant-tag", "false", "add the tenant label to the cycles_webhook_* metrics (as the reference's setting; off by default since upstream 0.1.25.20)", setBool(func(c *Config) *bool { return &c.MetricsTenantTag })},
 	}
+	at := slices.IndexFunc(own, func(o option) bool { return o.env == "JETRELAY_SSRF_ALLOW_CIDRS" })
+	return slices.Insert(own, at, driverOptions()...)
+}
+
+// driverOptions are the transport drivers' settings as options: Load keeps
+// their values for the drivers (Getenv) and validate has each driver check
+// them, without quoting a value.
+func driverOptions() []option {
+	var out []option
+	for _, s := range transport.DriverSettings() {
+		out = append(out, option{s.Env, s.Flag, s.Default, s.Usage, func(*Config, string) error { return nil }})
+	}
+	return out
 }
 
 // Load reads configuration: defaults, then the environment (getenv), then
@@ -258,6 +277,15 @@ func (c *Config) validate() error {
 	if c.MaxAckPending < c.Workers {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_ACK_PENDING (--max-ack-pending) must be at least JETRELAY_WORKERS: %d < %d", c.MaxAckPending, c.Workers))
 	}
+	if c.SecretKey == "" && !c.AllowPlaintext {
+		errs = append(errs, errors.New("WEBHOOK_SECRET_ENCRYPTION_KEY (--secret-key) is required while WEBHOOK_SECRET_ALLOW_PLAINTEXT (--secret-allow-plaintext) is false"))
+	}
+	if c.ProcessingRecoveryIdle <= 0 {
+		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
+	}
+	if c.RetryBatchSize < 1 {
+		errs = append(errs, fmt.Errorf("RETRY_BATCH_SIZE (--retry-batch-size) must be at least 1, got %d", c.RetryBatchSize))
+	}
 	if c.ManagementPort < 0 || c.ManagementPort > 65535 {
 		errs = append(errs, fmt.Errorf("MANAGEMENT_PORT (--management-port) must be 0..65535, got %d", c.ManagementPort))
 	}
@@ -282,11 +310,8 @@ func (c *Config) validate() error {
 	if c.SSRFRefresh < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("JETRELAY_SSRF_REFRESH (--ssrf-refresh) must be at least 100ms, got %s", c.SSRFRefresh))
 	}
-	if err := checkSQSEndpoint(c.SQSEndpoint); err != nil {
+	if err := transport.CheckSettings(c.Getenv); err != nil {
 		errs = append(errs, err)
-	}
-	if strings.ContainsFunc(c.SQSRegion, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') }) {
-		errs = append(errs, fmt.Errorf("JETRELAY_SQS_REGION (--sqs-region) must be an AWS region name such as eu-west-1, got %q", c.SQSRegion))
 	}
 	if c.BridgeID == "" {
 		h, err := os.Hostname()
@@ -297,30 +322,6 @@ func (c *Config) validate() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
-// checkSQSEndpoint accepts "" or an http(s) URL with a host and no
-// credentials. Its errors never quote the value: a URL that carries
-// credentials by mistake must not reach a log.
-func checkSQSEndpoint(raw string) error {
-	if raw == "" {
-		return nil
-	}
-	const what = "JETRELAY_SQS_ENDPOINT (--sqs-endpoint)"
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%s is not a URL", what)
-	case u.User != nil:
-		return fmt.Errorf("%s must not carry credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead); value not shown", what)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%s must be an http or https URL, got scheme %q", what, u.Scheme)
-	case u.Hostname() == "":
-		return fmt.Errorf("%s has no host", what)
-	case u.RawQuery != "" || u.Fragment != "":
-		return fmt.Errorf("%s must not have a query or fragment", what)
 	}
 	return nil
 }

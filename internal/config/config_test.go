@@ -168,8 +168,8 @@ func TestLoad_SQSEndpointMustBeAnHTTPURLAndIsNeverEchoed(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Load refused %q: %v", tc.value, err)
 				}
-				if c.SQSEndpoint != tc.value {
-					t.Errorf("SQSEndpoint %q, want %q", c.SQSEndpoint, tc.value)
+				if got := c.Getenv("JETRELAY_SQS_ENDPOINT"); got != tc.value {
+					t.Errorf("JETRELAY_SQS_ENDPOINT %q, want %q", got, tc.value)
 				}
 				return
 			}
@@ -212,5 +212,18 @@ func TestGetenv_AnswersLoadedSettingsThenTheEnvironment(t *testing.T) {
 		if got := c.Getenv(key); got != want {
 			t.Errorf("Getenv(%s) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+func TestLoad_WithoutEncryptionKeyRefusesToStartOnlyWhenPlaintextIsDisallowed(t *testing.T) {
+	if _, err := Load("run", nil, envOf(), io.Discard); err != nil {
+		t.Errorf("default (plaintext allowed) without a key: %v", err)
+	}
+	_, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false"), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ENCRYPTION_KEY") || !strings.Contains(err.Error(), "WEBHOOK_SECRET_ALLOW_PLAINTEXT") {
+		t.Errorf("err = %v, want a refusal naming both settings (upstream 0.1.25.24)", err)
+	}
+	if _, err := Load("run", nil, envOf("WEBHOOK_SECRET_ALLOW_PLAINTEXT", "false", "WEBHOOK_SECRET_ENCRYPTION_KEY", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="), io.Discard); err != nil {
+		t.Errorf("with a key: %v", err)
 	}
 }

@@ -254,6 +254,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("replay", stderr)
 	pg := postgresFlag(fs)
 	st := fs.String("status", "", "replay every event in this status (done, failed or dead_letter)")
+	again := fs.Bool("again", false, "also replay named events that are already done (the target gets them once more)")
 	asJSON := fs.Bool("json", false, "JSON output")
 	ids, err := parse(fs, args)
 	if err != nil {
@@ -274,7 +275,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *st != "" {
 		replayed, err = store.ReplayStatus(ctx, Status(*st))
 	} else {
-		replayed, err = store.Replay(ctx, ids)
+		replayed, err = store.Replay(ctx, ids, *again)
 	}
 	if err != nil {
 		return err

@@ -204,7 +204,7 @@ func TestInbox_DeadLettersAfterMaxAttemptsAndReplayForwardsItOnce(t *testing.T) 
 
 	tg.setStatus(0)
 	for range 2 { // replay is idempotent: the second changes nothing
-		if _, err := s.Store().Replay(context.Background(), []string{"evt-dl"}); err != nil {
+		if _, err := s.Store().Replay(context.Background(), []string{"evt-dl"}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,6 +212,14 @@ func TestInbox_DeadLettersAfterMaxAttemptsAndReplayForwardsItOnce(t *testing.T) 
 	if n := tg.count("evt-dl"); n != 4 {
 		t.Fatalf("target saw evt-dl %d times after a double replay, want 3 failures + 1", n)
 	}
+	// Replaying a done event again is a deliberate choice.
+	if got, err := s.Store().Replay(context.Background(), []string{"evt-dl"}, false); err != nil || len(got) != 0 {
+		t.Fatalf("replay of a done event without again = %v, %v; want nothing replayed", got, err)
+	}
+	if got, err := s.Store().Replay(context.Background(), []string{"evt-dl"}, true); err != nil || len(got) != 1 {
+		t.Fatalf("replay of a done event with again = %v, %v; want it replayed", got, err)
+	}
+	await(t, "the event replayed again reaches the target", func() bool { return tg.count("evt-dl") == 5 })
 }
 
 func TestInbox_TakesOverTheEventsOfAWorkerWhoseLeaseExpired(t *testing.T) {

@@ -158,11 +158,17 @@ func (s *Store) Counts(ctx context.Context) (map[Status]int64, error) {
 }
 
 // Replay makes the given events due again with a fresh attempt count, and
-// returns the ids it changed. Only events that are done, failed or
-// dead_letter change: one that is received or processing is already on its
-// way, so replaying twice forwards an event once more, not twice.
-func (s *Store) Replay(ctx context.Context, eventIDs []string) ([]string, error) {
-	return s.replay(ctx, `event_id = ANY($1)`, eventIDs)
+// returns the ids it changed. Only events that failed or were dead-lettered
+// change, plus done ones when again is set: an event that is received or
+// processing is already on its way, and one that a replay already brought
+// to done must not be forwarded once more because the same replay ran
+// twice, so replaying twice forwards once. again is for sending an event
+// the target already acted on a second time, deliberately.
+func (s *Store) Replay(ctx context.Context, eventIDs []string, again bool) ([]string, error) {
+	if again {
+		return s.replay(ctx, `event_id = ANY($1)`, eventIDs)
+	}
+	return s.replay(ctx, `event_id = ANY($1) AND status <> 'done'`, eventIDs)
 }
 
 // ReplayStatus replays every event in status (done, failed or dead_letter).

@@ -9,7 +9,7 @@ import (
 // The closed vocabularies of the labels the engine fills.
 var (
 	failedReasons = set("event_not_found", "subscription_not_found", "subscription_inactive",
-		"http_4xx", "http_5xx", "transport_error", "ssrf_blocked", "boundary_skipped")
+		"http_4xx", "http_5xx", "transport_error", "ssrf_blocked", "boundary_skipped", "missing_signing_secret")
 	sendOutcomes     = set("delivered", "failed", "throttled", "error", "blocked")
 	postponeReasons  = set("breaker_open", "subscription_busy", "subscription_paused", "subscription_disabled", "infra_error", "secret_unavailable")
 	validatorRules   = set("missing_required", "unknown_event_type", "unknown_category", "category_mismatch", "trace_id_shape", "budget_data_shape", "reset_spent_shape")

@@ -21,6 +21,7 @@ import (
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
@@ -50,7 +51,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	m := New(Options{ScrapeTimeout: 5 * time.Second})
 	m.WatchQueue(js, qc.Stream, qc.Consumer)
 	m.WatchWaiting(js, qc)
-	m.WatchRedis(rdb)
+	m.WatchRedis(store.New(rdb))
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })
 	m.WatchBreakers(func() engine.BreakerStats { return engine.BreakerStats{} })
 	m.WatchLimits(func() []engine.SubscriptionLimit { return nil })

@@ -65,6 +65,7 @@ type Metrics struct {
 	latencyMax     *windowMax
 	payloadInvalid *prometheus.CounterVec
 	boundary       *prometheus.CounterVec
+	headersDropped *prometheus.CounterVec
 
 	sends        *prometheus.CounterVec
 	sendDuration *prometheus.HistogramVec
@@ -104,6 +105,7 @@ func New(opts Options) *Metrics {
 	m.stale = counter("cycles_webhook_delivery_stale_total", "Deliveries failed unsent for being older than MAX_DELIVERY_AGE_MS (reference cycles.webhook.delivery.stale; tenant always UNKNOWN).", withTenant())
 	m.autoDisabled = counter("cycles_webhook_subscription_auto_disabled_total", "Subscriptions disabled after consecutive failed deliveries (reference cycles.webhook.subscription.auto_disabled).", withTenant("reason"))
 	m.payloadInvalid = counter("cycles_webhook_events_payload_invalid_total", "Events breaking a rule of the reference payload validator, delivered anyway (reference cycles.webhook.events.payload.invalid).", []string{"type", "rule"})
+	m.headersDropped = newHeadersDropped(m.reg)
 	m.boundary = counter("cycles_webhook_delivery_boundary_skipped_total", "Deliveries of admin-only events to tenant-owned subscriptions failed at the ownership boundary (upstream 0.1.25.23).", []string{"event_type", "category"})
 
 	// A Micrometer Timer is exposed as a summary without quantiles

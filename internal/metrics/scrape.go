@@ -6,7 +6,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
@@ -88,10 +87,10 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
 	})
 }
 
-// WatchRedis reports the Redis lists and sets work waits in, read with one
-// pipelined round trip per scrape. The age of the oldest pending id is not
-// cheap to know; the lengths are. Call it at most once.
-func (m *Metrics) WatchRedis(rdb redis.UniversalClient) {
+// WatchRedis reports the Redis lists and sets work waits in
+// (store.Backlogs), read with one round trip per scrape. Call it at most
+// once.
+func (m *Metrics) WatchRedis(st *store.Store) {
 	var (
 		up      = prometheus.NewDesc("jetrelay_redis_info_up", "1 when the last scrape could read the Redis backlogs, 0 when it could not.", nil, nil)
 		pending = prometheus.NewDesc("jetrelay_dispatch_pending", "LLEN dispatch:pending: delivery ids admin enqueued that no bridge has taken yet (bridge lag).", nil, nil)
@@ -103,18 +102,15 @@ func (m *Metrics) WatchRedis(rdb redis.UniversalClient) {
 		collect: func(ch chan<- prometheus.Metric) {
 			ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
 			defer cancel()
-			p := rdb.Pipeline()
-			lp := p.LLen(ctx, store.PendingList)
-			lf := p.LLen(ctx, store.FailedList)
-			zr := p.ZCard(ctx, store.RetryZSet)
-			if _, err := p.Exec(ctx); err != nil {
+			b, err := st.Backlogs(ctx)
+			if err != nil {
 				gauge(ch, up, 0)
 				return
 			}
 			gauge(ch, up, 1)
-			gauge(ch, pending, float64(lp.Val()))
-			gauge(ch, failed, float64(lf.Val()))
-			gauge(ch, retry, float64(zr.Val()))
+			gauge(ch, pending, float64(b.Pending))
+			gauge(ch, failed, float64(b.Failed))
+			gauge(ch, retry, float64(b.Retry))
 		},
 	})
 }

@@ -23,51 +23,60 @@ func Handler(checks map[string]Check, extra map[string]http.Handler) http.Handle
 		writeJSON(w, http.StatusOK, map[string]any{"status": "UP"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		// All checks run at once under one budget below the 1 s probe
-		// timeout orchestrators default to, so a dependency that hangs
-		// gives a 503 naming it rather than a probe timeout.
-		ctx, cancel := context.WithTimeout(r.Context(), checkBudget)
-		defer cancel()
-		type result struct {
-			name string
-			err  error
-		}
-		results := make(chan result, len(checks))
-		for name, check := range checks {
-			go func() { results <- result{name, check(ctx)} }()
-		}
-		status, code := "UP", http.StatusOK
-		out := make(map[string]string, len(checks))
-		for name := range checks {
-			out[name] = "no answer within " + checkBudget.String()
-		}
-	collect:
-		for range checks {
-			select {
-			case res := <-results:
-				out[res.name] = "UP"
-				if res.err != nil {
-					out[res.name] = res.err.Error()
-				}
-			case <-ctx.Done():
-				break collect // a check ignoring its context is reported, not waited for
-			}
-		}
-		for _, v := range out {
-			if v != "UP" {
-				status, code = "DOWN", http.StatusServiceUnavailable
-			}
-		}
+		status, code, out := runChecks(r.Context(), checks)
 		writeJSON(w, code, map[string]any{"status": status, "checks": out})
 	})
+	actuator(mux, checks)
 	for path, h := range extra {
 		mux.Handle(path, h)
 	}
 	return mux
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+// runChecks runs every check at once under one budget below the 1 s probe
+// timeout orchestrators default to, so a dependency that hangs gives a 503
+// naming it rather than a probe timeout. It returns UP and 200 when all
+// passed, DOWN and 503 otherwise, and each check's result.
+func runChecks(ctx context.Context, checks map[string]Check) (string, int, map[string]string) {
+	ctx, cancel := context.WithTimeout(ctx, checkBudget)
+	defer cancel()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(checks))
+	for name, check := range checks {
+		go func() { results <- result{name, check(ctx)} }()
+	}
+	status, code := "UP", http.StatusOK
+	out := make(map[string]string, len(checks))
+	for name := range checks {
+		out[name] = "no answer within " + checkBudget.String()
+	}
+collect:
+	for range checks {
+		select {
+		case res := <-results:
+			out[res.name] = "UP"
+			if res.err != nil {
+				out[res.name] = res.err.Error()
+			}
+		case <-ctx.Done():
+			break collect // a check ignoring its context is reported, not waited for
+		}
+	}
+	for _, v := range out {
+		if v != "UP" {
+			status, code = "DOWN", http.StatusServiceUnavailable
+		}
+	}
+	return status, code, out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) { writeJSONAs(w, "application/json", code, v) }
+
+func writeJSONAs(w http.ResponseWriter, contentType string, code int, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }

@@ -33,7 +33,7 @@ func (e *opsEnv) runPipeline(t *testing.T, tune ...func(*engine.Config)) (*engin
 	for _, f := range tune {
 		f(&cfg)
 	}
-	eng, err := engine.New(store.New(e.redis.Client), e.js, reg, cfg)
+	eng, err := engine.New(e.redis.Client, e.js, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +55,11 @@ func TestRequeue_ThousandFailedDeliveriesEachArriveOnceEvenWhenRunTwice(t *testi
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)
 	sub := e.subscription(t, "acme", srv.URL+"/hooks")
-	ep := recv.Handle("/hooks", "", receiver.Healthy())
-	// A subscription's secret is written after its record; none here means
-	// unsigned, which the receiver accepts.
-	if err := e.redis.Client.Del(context.Background(), store.SecretKey(sub)).Err(); err != nil {
+	secret, err := e.redis.Client.Get(context.Background(), store.SecretKey(sub)).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
+	ep := recv.Handle("/hooks", secret, receiver.Healthy()) // verifies every signature
 	const n = 1000
 	start := time.Now().Add(-2 * time.Hour)
 	want := map[string]bool{}

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,23 +12,6 @@ import (
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
 )
-
-// PolicySource reads config:webhook-security for an ssrf.Guard: absent
-// means the defaults, unreadable means no policy (ssrf.ErrUnusable).
-func PolicySource(st *store.Store) ssrf.Source {
-	return func(ctx context.Context) ([]byte, bool, error) {
-		raw, err := st.WebhookSecurity(ctx)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil, false, nil
-		case errors.Is(err, store.ErrCorrupt):
-			return nil, true, fmt.Errorf("%w: %w", ssrf.ErrUnusable, err)
-		case err != nil:
-			return nil, false, err
-		}
-		return raw, true, nil
-	}
-}
 
 // SSRFWarning says, in one line, why `jetrelay run` (with the SSRF
 // settings in getenv and the policy stored in Redis) would refuse to send
@@ -44,7 +26,7 @@ func SSRFWarning(ctx context.Context, rdb redis.UniversalClient, rawURL string, 
 	if err != nil {
 		return "warning: cannot check the URL against the SSRF policy: " + err.Error()
 	}
-	g := ssrf.New(ssrf.Config{Source: PolicySource(store.New(rdb)), AllowCIDRs: allow, AllowHTTP: cfg.SSRFAllowHTTP,
+	g := ssrf.New(ssrf.Config{Source: ssrf.StoreSource(store.New(rdb)), AllowCIDRs: allow, AllowHTTP: cfg.SSRFAllowHTTP,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err := g.Refresh(ctx); err != nil {
 		return "warning: the SSRF policy cannot be read, so no delivery goes out until it is fixed: " + err.Error()

@@ -59,7 +59,6 @@ func TestStatus_ShowsEachReplicasOpenBreakersAndSaysWhichReplicasAreUnreachable(
 	t.Cleanup(srv.Close)
 	sub := e.subscription(t, "acme", srv.URL+"/down")
 	recv.Handle("/down", "", receiver.Always(503))
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	eng, br := e.runPipeline(t, func(c *engine.Config) {
 		c.Breaker = engine.BreakerConfig{Threshold: 1, OpenFor: time.Hour, MaxOpenFor: time.Hour}
 	})
@@ -109,7 +108,7 @@ func TestInspectAndStatus_FollowARetryTheEngineScheduled(t *testing.T) {
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	id, _, err := e.admin.CreateSubscription(ctx, admin.Subscription{
+	_, _, err := e.admin.CreateSubscription(ctx, admin.Subscription{
 		TenantID: "acme", URL: srv.URL + "/flaky", EventTypes: []string{"budget.exhausted"}, CreatedAt: time.Now().Add(-time.Hour),
 		// A first retry a minute out: long enough to be seen waiting.
 		RetryPolicy: &proto.RetryPolicy{InitialDelayMs: ptr(int64(60000))},
@@ -118,7 +117,6 @@ func TestInspectAndStatus_FollowARetryTheEngineScheduled(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv.Handle("/flaky", "", receiver.Always(503))
-	e.redis.Client.Del(ctx, store.SecretKey(id))
 	e.runPipeline(t)
 	_, ids, err := e.admin.Emit(ctx, admin.Event{EventType: "budget.exhausted", TenantID: "acme"}, admin.TraceSnapshot{})
 	if err != nil || len(ids) != 1 {

@@ -1,8 +1,12 @@
-// Package store owns the Cycles Redis keyspace of the webhook plane and is
-// the only way the engine talks to Redis: key names, reading delivery,
-// event, subscription and secret records, lossless compare-and-set patches of
-// delivery and subscription records, saving events with the reference's
-// SAVE_EVENT_LUA, and quarantining work that cannot be processed.
+// Package store owns the Redis keyspace jetrelay touches and is the only way
+// the bridge, the engine and the metrics talk to Redis: key names, reading
+// delivery, event, subscription and secret records, lossless compare-and-set
+// patches of delivery and subscription records, saving events with the
+// reference's SAVE_EVENT_LUA, quarantining work that cannot be processed,
+// the dispatch lists the bridge moves ids through (its processing lists,
+// heartbeats and registry, the legacy dispatch:retry promotion) and the
+// backlog lengths metrics report. Every Lua script jetrelay runs lives here,
+// once, one file per keyspace concept.
 //
 // Records written by admin and by older services stay the source of truth:
 // updates rewrite only the named top-level fields of the stored JSON, so

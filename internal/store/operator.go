@@ -18,16 +18,9 @@ import (
 // SCAN over the keyspace, so they cost the same on a large production Redis
 // as on a laptop.
 
-// Admin's index keys (contract §2) and the bridge registry.
+// Admin's index keys (contract §2); the bridge's keys are in dispatch.go.
 const (
-	allSubscriptionsSet   = "webhooks:_all"
-	tenantSubscriptionSet = "webhooks:"
-	deliveryIndexPrefix   = "deliveries:"
-	// bridgeRegistry and bridgeHeartbeatPrefix are the bridge's: the SET of
-	// instances that ran and each one's heartbeat key (TTL'd while alive).
-	bridgeRegistry        = "jetrelay:bridges"
-	bridgeHeartbeatPrefix = "jetrelay:bridge:"
-	bridgeProcessing      = "dispatch:processing:"
+	deliveryIndexPrefix = "deliveries:"
 	// DeliveryTTL is the TTL admin gives a delivery record when it creates
 	// one (events.retention.delivery-ttl-days, 14 days); a requeued
 	// delivery gets it again, as a new one would.
@@ -41,9 +34,9 @@ func DeliveryIndexKey(subscriptionID string) string { return deliveryIndexPrefix
 // SubscriptionIDs lists admin's webhooks:_all, or webhooks:{tenant} when
 // tenant is set.
 func (s *Store) SubscriptionIDs(ctx context.Context, tenant string) ([]string, error) {
-	key := allSubscriptionsSet
+	key := AllSubscriptions
 	if tenant != "" {
-		key = tenantSubscriptionSet + tenant
+		key = TenantSubscriptions(tenant)
 	}
 	ids, err := s.rdb.SMembers(ctx, key).Result()
 	if err != nil {
@@ -299,16 +292,16 @@ type BridgeInstance struct {
 // Bridges reads the bridge registry with each instance's heartbeat and
 // processing list length.
 func (s *Store) Bridges(ctx context.Context) ([]BridgeInstance, error) {
-	ids, err := s.rdb.SMembers(ctx, bridgeRegistry).Result()
+	ids, err := s.rdb.SMembers(ctx, BridgesSet).Result()
 	if err != nil {
-		return nil, fmt.Errorf("store: read %s: %w", bridgeRegistry, err)
+		return nil, fmt.Errorf("store: read %s: %w", BridgesSet, err)
 	}
 	beats := make([]*redis.StringCmd, len(ids))
 	lens := make([]*redis.IntCmd, len(ids))
 	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			beats[i] = p.Get(ctx, bridgeHeartbeatPrefix+id)
-			lens[i] = p.LLen(ctx, bridgeProcessing+id)
+			beats[i] = p.Get(ctx, HeartbeatKey(id))
+			lens[i] = p.LLen(ctx, ProcessingList(id))
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
@@ -329,7 +322,7 @@ func (s *Store) Bridges(ctx context.Context) ([]BridgeInstance, error) {
 func (s *Store) InRedisQueue(ctx context.Context, id string, bridges []BridgeInstance) (where string, dueMs int64, err error) {
 	lists := []string{PendingList}
 	for _, b := range bridges {
-		lists = append(lists, bridgeProcessing+b.ID)
+		lists = append(lists, ProcessingList(b.ID))
 	}
 	pos := make([]*redis.IntCmd, len(lists))
 	zsets := []string{RetryZSet, LegacyDeferredZSet}

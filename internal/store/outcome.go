@@ -43,6 +43,14 @@ type OutcomeFunc func(d *proto.Delivery, sub *proto.Subscription) (deliveryPatch
 // A vanished delivery gives ErrNotFound; a subscription that vanished between
 // read and write is read again (and fn sees nil).
 func (s *Store) RecordOutcome(ctx context.Context, rec *DeliveryRecord, subRaw []byte, fn OutcomeFunc) (bool, error) {
+	return s.RecordOutcomeAndSave(ctx, rec, subRaw, fn, nil)
+}
+
+// RecordOutcomeAndSave is RecordOutcome that, when ev is not nil, also saves
+// ev (as SaveEvent does) in the same atomic write as the delivery's change:
+// the event exists if and only if that change was written, so a crash can
+// neither lose it nor, the delivery being final afterwards, save it twice.
+func (s *Store) RecordOutcomeAndSave(ctx context.Context, rec *DeliveryRecord, subRaw []byte, fn OutcomeFunc, ev *NewEvent) (bool, error) {
 	dKey, sKey := DeliveryKey(rec.DeliveryID), SubscriptionKey(rec.SubscriptionID)
 	dRaw, d := rec.Raw, rec.Delivery
 	for attempt := range maxUpdateAttempts {
@@ -84,7 +92,7 @@ func (s *Store) RecordOutcome(ctx context.Context, rec *DeliveryRecord, subRaw [
 		if writeSub {
 			flag = "1"
 		}
-		res, err := s.casPair.Run(ctx, s.scripter(), []string{dKey, sKey}, dRaw, dNext, flag, subRaw, sNext).Int()
+		res, err := s.runCasPair(ctx, ev, []string{dKey, sKey}, dRaw, dNext, flag, subRaw, sNext)
 		if err != nil {
 			return false, fmt.Errorf("store: record outcome of %s: %w", strconv.Quote(dKey), err)
 		}

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -14,18 +12,16 @@ import (
 // its delivery and event records and applies one outcome patch.
 // `go test -run '^$' -bench . ./internal/store`
 
+// The records as admin writes them (internal/admin cannot be used here: it
+// saves events with this package's SaveEventLua).
 var (
-	benchDelivery = admin.Delivery{
-		DeliveryID: "del_0123456789abcdef", SubscriptionID: "whsub_0123456789ab", EventID: "evt_0123456789abcdef0123",
-		EventType: "budget.exhausted", AttemptedAt: time.Now(), TraceID: "0af7651916cd43dd8448eb211c80319c", TraceFlags: "01",
-		TraceparentInboundValid: new(bool),
-	}.JSON()
-	benchEvent = admin.Event{
-		EventID: "evt_0123456789abcdef0123", EventType: "budget.exhausted", TenantID: "tenant-a", Scope: "tenant:tenant-a/workspace:bench",
-		Actor: &proto.Actor{Type: "api_key", KeyID: "key_bench"}, Source: "cycles-server", Timestamp: time.Now(),
-		Data:    json.RawMessage(`{"ledger_id":"led_bench","unit":"TOKENS","allocated":10000,"remaining":0,"spent":10000,"note":"` + strings.Repeat("x", 600) + `"}`),
-		TraceID: "0af7651916cd43dd8448eb211c80319c",
-	}.JSON()
+	benchDelivery = []byte(`{"delivery_id":"del_0123456789abcdef","subscription_id":"whsub_0123456789ab","event_id":"evt_0123456789abcdef0123",` +
+		`"event_type":"budget.exhausted","status":"PENDING","attempted_at":"2026-11-24T06:32:35.130585987Z","attempts":0,` +
+		`"trace_id":"0af7651916cd43dd8448eb211c80319c","trace_flags":"01","traceparent_inbound_valid":false}`)
+	benchEvent = []byte(`{"event_id":"evt_0123456789abcdef0123","event_type":"budget.exhausted","category":null,` +
+		`"timestamp":"2026-11-24T06:32:35.130595382Z","tenant_id":"tenant-a","scope":"tenant:tenant-a/workspace:bench",` +
+		`"actor":{"type":"api_key","key_id":"key_bench"},"source":"cycles-server","data":{"ledger_id":"led_bench","unit":"TOKENS",` +
+		`"allocated":10000,"remaining":0,"spent":10000,"note":"` + strings.Repeat("x", 600) + `"},"trace_id":"0af7651916cd43dd8448eb211c80319c"}`)
 )
 
 func BenchmarkParseDelivery(b *testing.B) {

@@ -106,6 +106,8 @@ type Store struct {
 	cas       *redis.Script
 	casPair   *redis.Script
 	saveEvent *redis.Script
+	// casPairEvent is casPair that also saves an event (outcome_event.go).
+	casPairEvent *redis.Script
 
 	subs *subCache
 }
@@ -134,7 +136,8 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		cas:     redis.NewScript(casSetLua),
 		casPair: redis.NewScript(casPairLua),
 
-		saveEvent: redis.NewScript(saveEventLua),
+		saveEvent:    redis.NewScript(SaveEventLua),
+		casPairEvent: redis.NewScript(casPairEventLua),
 
 		subs: newSubCache(),
 	}

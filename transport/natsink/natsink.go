@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
 )
 
@@ -49,11 +46,25 @@ type Config struct {
 	Dial transport.DialFunc
 }
 
-func init() {
-	transport.Register("nats", transport.DriverFunc(func(_ context.Context, env transport.Env) (transport.Transport, error) {
-		nc, _ := env.Shared[EngineConn{}].(*nats.Conn)
-		return New(Config{Conn: nc, Dial: env.Dialer()})
-	}))
+func init() { transport.Register("nats", driver{}) }
+
+// driver opens the nats:// transport on the engine's own connection (for
+// nats:///subject URLs) with the host's dialer (for URLs naming a server).
+type driver struct{}
+
+var _ transport.URLValidator = driver{}
+
+// Open builds the transport.
+func (driver) Open(_ context.Context, env transport.Env) (transport.Transport, error) {
+	nc, _ := env.Shared[EngineConn{}].(*nats.Conn)
+	return New(Config{Conn: nc, Dial: env.Dialer()})
+}
+
+// ValidateURL accepts nats:///subject and nats://[user[:password]@]host[:port]/subject
+// with a valid subject, the form every send parses.
+func (driver) ValidateURL(rawURL string) error {
+	_, err := parseTarget(rawURL)
+	return err
 }
 
 // Transport publishes deliveries to NATS subjects. It is safe for
@@ -412,47 +423,29 @@ func checkSubject(s string) error {
 	return nil
 }
 
-// message builds the NATS message: the stored event as the payload, the
-// webhook's headers by the same names, Nats-Msg-Id for JetStream dedup.
+// message builds the NATS message: the stored event as the payload,
+// transport.IdentityHeaders and the custom headers by the webhook's names,
+// Nats-Msg-Id for JetStream dedup.
 func message(subject string, req *transport.Request) (*nats.Msg, error) {
 	m := nats.NewMsg(subject)
 	m.Data = req.Body
-	standard := []struct {
-		name, value string
-		send        bool
-	}{
-		{proto.HeaderContentType, "application/json", true},
-		{proto.HeaderEventID, req.EventID, true},
-		{proto.HeaderEventType, req.EventType, true},
-		{proto.HeaderTraceID, req.TraceID, true},
-		{proto.HeaderTraceparent, req.Traceparent, true},
-		{proto.HeaderRequestID, req.RequestID, strings.TrimSpace(req.RequestID) != ""},
-		{proto.HeaderSignature, req.Signature, req.Signature != ""},
-		{jetstream.MsgIDHeader, req.EventID, req.EventID != ""},
-	}
-	for _, s := range standard {
-		if !s.send {
-			continue
-		}
-		if !proto.ValidHeaderValue(s.value) {
-			return nil, fmt.Errorf("natsink: value of header %s contains control characters (CR, LF, NUL, ...)", s.name)
-		}
-		// Set directly: nats.Header.Set would canonicalise traceparent.
-		m.Header[s.name] = []string{s.value}
-	}
-	if err := transport.CheckHeaderSetSize(req.Headers); err != nil {
+	identity, err := transport.IdentityHeaders(req)
+	if err != nil {
 		return nil, fmt.Errorf("natsink: %w", err)
 	}
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
-		switch {
-		case !proto.ValidHeaderName(name):
-			return nil, fmt.Errorf("natsink: custom header name %q is not a valid header name", name)
-		case proto.ReservedHeader(name), strings.HasPrefix(strings.ToLower(name), "nats-"):
-			return nil, fmt.Errorf("natsink: custom header %s is reserved: the relay or NATS sets it", name)
-		case !proto.ValidHeaderValue(req.Headers[name]):
-			return nil, fmt.Errorf("natsink: value of header %s contains control characters (CR, LF, NUL, ...)", name)
-		}
-		m.Header[name] = []string{req.Headers[name]}
+	custom, err := transport.CustomHeaders(req, natsReserved)
+	if err != nil {
+		return nil, fmt.Errorf("natsink: %w", err)
+	}
+	// Set directly: nats.Header.Set would canonicalise traceparent.
+	for _, h := range append(identity, custom...) {
+		m.Header[h.Name] = []string{h.Value}
+	}
+	if req.EventID != "" {
+		m.Header[jetstream.MsgIDHeader] = []string{req.EventID}
 	}
 	return m, nil
 }
+
+// natsReserved reports the headers NATS and JetStream interpret themselves.
+func natsReserved(name string) bool { return strings.HasPrefix(strings.ToLower(name), "nats-") }

@@ -34,6 +34,17 @@ func TestNatsink_PassesTheTransportConformanceSuite(t *testing.T) {
 			"nats://user:s3cret@/orders", "nats:///orders?x=1", "nats:///has%20space",
 		},
 		CustomHeaders: true,
+		Unreachable: func(t *testing.T, user, password string) (string, bool) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			return "nats://" + user + ":" + password + "@" + addr + "/orders.created", true
+		},
+		// Destinations are nats:///subject on the engine's connection: no
+		// dial of its own (ssrf_test.go covers servers named in URLs).
 	})
 }
 

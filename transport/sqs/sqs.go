@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,24 +18,11 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
-)
-
-// Settings the driver reads from the host (transport.Env.Getenv).
-const (
-	SettingEndpoint = "JETRELAY_SQS_ENDPOINT"
-	SettingRegion   = "JETRELAY_SQS_REGION"
 )
 
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
-
-func init() {
-	transport.Register("sqs", transport.DriverFunc(func(ctx context.Context, env transport.Env) (transport.Transport, error) {
-		return New(ctx, Config{Endpoint: env.Setting(SettingEndpoint), Region: env.Setting(SettingRegion), Dial: env.Dialer()})
-	}))
-}
 
 // Config configures a Transport. The zero value of every field means its
 // default.
@@ -71,6 +56,9 @@ var _ transport.Transport = (*Transport)(nil)
 // New loads the AWS configuration (environment, shared files) and returns a
 // Transport. It does not contact AWS.
 func New(ctx context.Context, cfg Config) (*Transport, error) {
+	if err := checkRegion(cfg.Region); err != nil {
+		return nil, fmt.Errorf("sqs: %w", err)
+	}
 	opts := []func(*awsconfig.LoadOptions) error{}
 	if cfg.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(cfg.Region))
@@ -86,10 +74,10 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	t := &Transport{queueScheme: "https", region: awsCfg.Region}
 	var endpoint *string
 	if cfg.Endpoint != "" {
-		u, err := url.Parse(cfg.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return nil, errors.New("sqs: endpoint must be an http(s) URL with a host and no credentials")
+		if err := checkEndpoint(cfg.Endpoint); err != nil {
+			return nil, fmt.Errorf("sqs: %w", err)
 		}
+		u, _ := url.Parse(cfg.Endpoint) // checkEndpoint parsed it
 		t.queueScheme = u.Scheme
 		endpoint = aws.String(cfg.Endpoint)
 	}
@@ -237,52 +225,32 @@ func validName(s string, maxLen int) bool {
 	return base != ""
 }
 
-// input builds the SendMessage call.
+// input builds the SendMessage call: transport.IdentityHeaders and the
+// custom headers as String message attributes by the webhook's names.
 func input(q queue, req *transport.Request) (*awssqs.SendMessageInput, error) {
-	attrs := make(map[string]types.MessageAttributeValue, maxAttributes)
-	add := func(name, value string) error {
-		if !proto.ValidHeaderValue(value) {
-			return fmt.Errorf("sqs: value of attribute %s contains control characters (CR, LF, NUL, ...)", name)
-		}
-		attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(value)}
-		return nil
+	identity, err := transport.IdentityHeaders(req)
+	if err != nil {
+		return nil, fmt.Errorf("sqs: %w", err)
 	}
-	standard := []struct {
-		name, value string
-		send        bool
-	}{
-		{proto.HeaderContentType, "application/json", true},
-		{proto.HeaderEventID, req.EventID, true},
-		{proto.HeaderEventType, req.EventType, true},
-		{proto.HeaderTraceID, req.TraceID, req.TraceID != ""},
-		{proto.HeaderTraceparent, req.Traceparent, req.Traceparent != ""},
-		{proto.HeaderRequestID, req.RequestID, strings.TrimSpace(req.RequestID) != ""},
-		{proto.HeaderSignature, req.Signature, req.Signature != ""},
+	custom, err := transport.CustomHeaders(req, sqsReserved)
+	if err != nil {
+		return nil, fmt.Errorf("sqs: %w", err)
 	}
-	for _, s := range standard {
-		if !s.send {
-			continue
+	attrs := make(map[string]types.MessageAttributeValue, len(identity)+len(custom))
+	for _, h := range identity {
+		if strings.TrimSpace(h.Value) == "" {
+			return nil, fmt.Errorf("sqs: attribute %s is empty", h.Name)
 		}
-		if strings.TrimSpace(s.value) == "" {
-			return nil, fmt.Errorf("sqs: attribute %s is empty", s.name)
-		}
-		if err := add(s.name, s.value); err != nil {
-			return nil, err
-		}
+		attrs[h.Name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h.Value)}
 	}
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
-		lower := strings.ToLower(name)
+	for _, h := range custom {
 		switch {
-		case !validAttributeName(name):
-			return nil, fmt.Errorf("sqs: custom header name %q is not a valid message attribute name", name)
-		case proto.ReservedHeader(name), strings.HasPrefix(lower, "aws."), strings.HasPrefix(lower, "amazon."):
-			return nil, fmt.Errorf("sqs: custom header %s is reserved: the relay or SQS sets it", name)
-		case strings.TrimSpace(req.Headers[name]) == "":
-			return nil, fmt.Errorf("sqs: custom header %s is empty; SQS refuses empty attributes", name)
+		case !validAttributeName(h.Name):
+			return nil, fmt.Errorf("sqs: custom header name %q is not a valid message attribute name", h.Name)
+		case strings.TrimSpace(h.Value) == "":
+			return nil, fmt.Errorf("sqs: custom header %s is empty; SQS refuses empty attributes", h.Name)
 		}
-		if err := add(name, req.Headers[name]); err != nil {
-			return nil, err
-		}
+		attrs[h.Name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h.Value)}
 	}
 	if len(attrs) > maxAttributes {
 		return nil, fmt.Errorf("sqs: %d message attributes, SQS allows %d: drop custom headers", len(attrs), maxAttributes)
@@ -299,6 +267,12 @@ func input(q queue, req *transport.Request) (*awssqs.SendMessageInput, error) {
 		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(req.EventID)
 	}
 	return in, nil
+}
+
+// sqsReserved reports the attribute names SQS keeps for itself.
+func sqsReserved(name string) bool {
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.")
 }
 
 func validAttributeName(s string) bool {

@@ -1,7 +1,10 @@
 package webhook_test
 
 import (
+	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -27,7 +30,29 @@ func TestWebhook_PassesTheTransportConformanceSuite(t *testing.T) {
 		Destination:   receiverFor,
 		Malformed:     []string{"http://", "https://user:s3cret@host:99999/x", "http://user:s3cret@/x"},
 		CustomHeaders: true,
+		Unreachable: func(t *testing.T, user, password string) (string, bool) {
+			return "http://" + user + ":" + password + "@" + closedAddr(t) + "/hook", true
+		},
+		WithDialer: func(t *testing.T, dial transport.DialFunc) transport.Transport {
+			tr, err := webhook.New(webhook.Config{RequestTimeout: 5 * time.Second, DialContext: dial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(tr.Close)
+			return tr
+		},
 	})
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // receiverFor is a real HTTP receiver on loopback behaving as b.
@@ -70,4 +95,30 @@ func receiverFor(t *testing.T, b transporttest.Behaviour) (transporttest.Destina
 		defer mu.Unlock()
 		return append([]transporttest.Message(nil), got...)
 	}}, true
+}
+
+// The webhook registers like every other transport: one driver for http and
+// https, opened once, with the host's settings and destination policy.
+func TestDriver_OpensOneTransportForHTTPAndHTTPSWithTheHostsPolicy(t *testing.T) {
+	blocked := errors.New("blocked by policy")
+	reg, err := transport.OpenRegistry(context.Background(), transport.Env{
+		Getenv: func(k string) string { return map[string]string{webhook.SettingRequestTimeout: "2s"}[k] },
+		Shared: map[any]any{transport.URLCheckKey{}: func(string) error { return transport.Permanent(blocked) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	plain, err := reg.Lookup("http://receiver.example/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure, err := reg.Lookup("https://receiver.example/")
+	if err != nil || secure != plain {
+		t.Errorf("https transport %p, %v; want the http one, %p", secure, err, plain)
+	}
+	_, err = plain.Deliver(context.Background(), transporttest.NewRequest("http://receiver.example/", "policy"))
+	if !errors.Is(err, blocked) {
+		t.Errorf("Deliver = %v, want the host's URL check to refuse it", err)
+	}
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
@@ -66,56 +63,27 @@ func parseTarget(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// header builds the request headers in the reference's order (contract
-// §6.8); Go writes them sorted by name, which no receiver may depend on.
-// The standard keys are assigned directly so that traceparent goes out in
-// lowercase, as the W3C spec spells it. Custom names are canonicalized, so
-// that Go's own lookups (Authorization against URL userinfo) see them, and
-// sorted, so that a config with two bad headers always reports the same one.
+// header builds the request headers: transport.IdentityHeaders, the
+// User-Agent, and the subscription's custom headers. The identity keys are
+// assigned directly so that traceparent goes out in lowercase, as the W3C
+// spec spells it. Custom names are canonicalized, so that Go's own lookups
+// (Authorization against URL userinfo) see them.
 func (t *Transport) header(req *transport.Request) (http.Header, error) {
-	h := make(http.Header, 8+len(req.Headers))
-	checkValue := func(name, value string) error {
-		if !proto.ValidHeaderValue(value) {
-			return fmt.Errorf("webhook: value of header %s contains control characters (CR, LF, NUL, ...)", name)
-		}
-		return nil
-	}
-	standard := []struct {
-		name, value string
-		send        bool
-	}{
-		{proto.HeaderContentType, "application/json", true},
-		{proto.HeaderUserAgent, t.cfg.UserAgent, true},
-		{proto.HeaderEventID, req.EventID, true},
-		{proto.HeaderEventType, req.EventType, true},
-		{proto.HeaderTraceID, req.TraceID, true},
-		{proto.HeaderTraceparent, req.Traceparent, true},
-		{proto.HeaderRequestID, req.RequestID, strings.TrimSpace(req.RequestID) != ""},
-		{proto.HeaderSignature, req.Signature, req.Signature != ""},
-	}
-	for _, s := range standard {
-		if !s.send {
-			continue
-		}
-		if err := checkValue(s.name, s.value); err != nil {
-			return nil, err
-		}
-		h[s.name] = []string{s.value}
-	}
-	if err := transport.CheckHeaderSetSize(req.Headers); err != nil {
+	identity, err := transport.IdentityHeaders(req)
+	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
-		switch {
-		case !proto.ValidHeaderName(name):
-			return nil, fmt.Errorf("webhook: custom header name %q is not a valid HTTP header name", name)
-		case proto.ReservedHeader(name):
-			return nil, fmt.Errorf("webhook: custom header %s is reserved: the relay or HTTP itself sets it", name)
-		}
-		if err := checkValue(name, req.Headers[name]); err != nil {
-			return nil, err
-		}
-		h.Add(name, req.Headers[name])
+	custom, err := transport.CustomHeaders(req, nil)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	h := make(http.Header, len(identity)+1+len(custom))
+	for _, x := range identity {
+		h[x.Name] = []string{x.Value}
+	}
+	h[proto.HeaderUserAgent] = []string{t.cfg.UserAgent}
+	for _, x := range custom {
+		h.Add(x.Name, x.Value)
 	}
 	return h, nil
 }

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package main
-
-import "os/exec"
-
-// dieWithParent does nothing where the kernel has no parent-death signal;
-// the bench still stops its child whenever it ends normally.
-func dieWithParent(*exec.Cmd) {}

@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+// benchScenario is one workload of `jetrelay bench`. Each scenario owns its
+// flags, so adding one (a fast receiver, many subscriptions, a fixed rate
+// against a replica set) is a new file and one entry in benchScenarios.
+type benchScenario struct {
+	name  string
+	about string
+	// flags registers the scenario's settings on fs and returns the function
+	// that runs it once they are parsed.
+	flags func(fs *flag.FlagSet) benchRun
+}
+
+// benchRun runs a scenario and reports what it measured.
+type benchRun func(ctx context.Context, b *benchContext) (*benchReport, error)
+
+// benchScenarios lists every scenario, the first being the default.
+var benchScenarios = []benchScenario{
+	{name: "isolation", about: "dead, black-hole and slow endpoints with tens of thousands of queued deliveries next to healthy subscriptions", flags: isolationFlags},
+	{name: "performance", about: "throughput, latency, CPU and memory against the POST ceiling and the reference service's sequential loop (docs/BENCHMARKS.md)", flags: perfFlags},
+	{name: "limits", about: "the adaptive per-subscription limits over time, for a slow, a recovering and a fast endpoint, simulated (docs/operations.md's chart)", flags: limitsFlags},
+}
+
+// benchContext is what every scenario is given: where to say what it is
+// doing, and the logger jetrelay's own logs go to when asked for.
+type benchContext struct {
+	progress io.Writer // one line per step, for the person watching
+	verbose  io.Writer // jetrelay's logs with -v, otherwise io.Discard
+	getenv   func(string) string
+	out      string // --out, "" if none: where files a scenario writes go next to
+	version  string // jetrelay's version, for the stacks a scenario starts
+}
+
+func (b *benchContext) stepf(format string, args ...any) {
+	fmt.Fprintf(b.progress, "● "+format+"\n", args...)
+}
+
+// benchReport is a scenario's result: a Markdown summary for the terminal
+// and, for --out, the body of a document.
+type benchReport struct {
+	title   string
+	summary string            // Markdown printed at the end of the run
+	doc     string            // Markdown sections of the written document, after the machine and the command
+	files   map[string][]byte // further files written with --out (e.g. a chart), by path
+	load    [2]string         // the machine's load average at the start and the end of the run
+}
+
+// Run is `jetrelay bench` with its command-line arguments: a scenario run
+// end to end on this machine, everything on loopback, nothing left behind.
+// version labels the jetrelay stacks it starts.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version string) error {
+	sc, err := scenarioNamed(scenarioArg(args))
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.String("scenario", benchScenarios[0].name, "scenario to run: "+scenarioNames())
+	out := fs.String("out", "", "also write the result, the machine and the command to this Markdown file (e.g. docs/isolation.md)")
+	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
+	verbose := fs.Bool("v", false, "show jetrelay's own logs (info and above)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	run := sc.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: jetrelay bench --scenario NAME [flags]\n\nScenarios:\n")
+		for _, s := range benchScenarios {
+			fmt.Fprintf(stderr, "  %-10s %s\n", s.name, s.about)
+		}
+		fmt.Fprintf(stderr, "\nFlags (of scenario %q; JETRELAY_* tuning variables of `jetrelay run` apply too):\n", sc.name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv, out: *out, version: version}
+	if *verbose {
+		b.verbose = stderr
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	started, loadBefore := time.Now(), loadAverage()
+	rep, err := run(ctx, b)
+	if err != nil {
+		return err
+	}
+	rep.load = [2]string{loadBefore, loadAverage()}
+	fmt.Fprintf(stdout, "\n%s\n", rep.summary)
+	if *out == "" {
+		return nil
+	}
+	doc := benchDocument(rep, machineOf(), "go run ./cmd/jetrelay bench "+strings.Join(args, " "), started)
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	for _, path := range slices.Sorted(maps.Keys(rep.files)) {
+		if err := os.WriteFile(path, rep.files[path], 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", path)
+	}
+	return nil
+}
+
+// scenarioArg finds --scenario among args before they are parsed, because
+// the scenario decides which other flags exist.
+func scenarioArg(args []string) string {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "scenario" {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return benchScenarios[0].name
+}
+
+func scenarioNamed(name string) (benchScenario, error) {
+	i := slices.IndexFunc(benchScenarios, func(s benchScenario) bool { return s.name == name })
+	if i < 0 {
+		return benchScenario{}, fmt.Errorf("bench: unknown scenario %q (have %s)", name, scenarioNames())
+	}
+	return benchScenarios[i], nil
+}
+
+func scenarioNames() string {
+	names := make([]string, len(benchScenarios))
+	for i, s := range benchScenarios {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// machine describes where a benchmark ran, read at run time.
+type machine struct {
+	cpus     int
+	cpuModel string
+	memory   string
+	goVer    string
+	platform string
+}
+
+func machineOf() machine {
+	m := machine{cpus: runtime.NumCPU(), goVer: runtime.Version(), platform: runtime.GOOS + "/" + runtime.GOARCH, cpuModel: "unknown", memory: "unknown"}
+	if v, err := procField("/proc/cpuinfo", "model name"); err == nil {
+		m.cpuModel = v
+	}
+	if v, err := procField("/proc/meminfo", "MemTotal"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(v, "%d kB", &kb); err == nil {
+			m.memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return m
+}
+
+// loadAverage is the first three fields of /proc/loadavg, "" where there
+// is none: a busy machine skews every number, so the document says how busy.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// procField returns the value of the first "name: value" line of a /proc file.
+func procField(path, name string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New(name + " not found in " + path)
+}
+
+func benchDocument(rep *benchReport, m machine, command string, at time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", rep.title)
+	fmt.Fprintf(&b, "Generated by `jetrelay bench` on %s. Reproduce with\n\n", at.UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "```sh\n%s\n```\n\n", command)
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s memory, %s, %s. Everything — redis-server, the embedded\n", m.cpus, m.cpuModel, m.memory, m.goVer, m.platform)
+	fmt.Fprintf(&b, "JetStream, jetrelay, the receivers and the load generator — runs on this one machine, on loopback.\n")
+	if rep.load[0] != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) when the run started: %s; when it ended: %s.\n", rep.load[0], rep.load[1])
+	}
+	b.WriteString("\n")
+	b.WriteString(rep.doc)
+	return b.String()
+}

@@ -1,0 +1,72 @@
+package bench
+
+// isolationMechanisms is the operator's explanation that ends the isolation
+// document: what keeps a bad endpoint from slowing the others, and which
+// settings move the bounds.
+const isolationMechanisms = `
+## How jetrelay keeps one bad endpoint from slowing the others
+
+Every replica runs a fixed pool of workers (` + "`JETRELAY_WORKERS`" + `) fed by one
+JetStream consumer whose ` + "`MaxAckPending`" + ` bounds the work items out at once
+(being sent, or waiting in a delayed nak). A bad endpoint can hurt the others
+only by taking workers or ack-pending slots away from them; three mechanisms
+stop that.
+
+- **Adaptive per-subscription in-flight limit** (bounded by
+  ` + "`JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION`" + `, default no bound but the
+  workers; docs/operations.md explains it). Each subscription's limit on a
+  replica grows while its endpoint answers fast and healthy and shrinks
+  toward one send as its latency rises, it times out or it fails, so a black
+  hole soon holds one worker (until the request timeout,
+  ` + "`JETRELAY_HTTP_REQUEST_TIMEOUT`" + `). An endpoint answering slower than
+  100 ms on average holds at most a quarter of the workers while others are
+  being sent to, and never the last eighth. A further delivery to a
+  subscription at its limit is not queued behind it: if the subscription
+  answers fast (under 100 ms on average) the worker waits briefly for a slot,
+  otherwise the delivery is put off, without using an attempt: deliveries
+  turned away queue up virtually, one recent send time divided by the limit
+  apart, so they come back about as fast as the endpoint can take them.
+- **Circuit breaker per subscription** (` + "`JETRELAY_BREAKER_THRESHOLD`" + `,
+  ` + "`JETRELAY_BREAKER_OPEN`" + `, ` + "`JETRELAY_BREAKER_MAX_OPEN`" + `). After that many
+  consecutive failed attempts (no answer, 5xx, 408, 429) the subscription's
+  breaker opens: its deliveries are put off until the open period ends, again
+  without using attempts, so a dead endpoint costs no sends and no workers.
+  Then one probe goes out; its success closes the breaker, its failure opens
+  it again for twice as long (up to the cap). A delivery is held at most until
+  its retry schedule would have ended plus one open period; then it is FAILED
+  with the endpoint's last answer and counts toward auto-disable.
+- **Waiting in JetStream** (` + "`JETRELAY_PARK_AFTER`" + `). Every put-off (an open
+  breaker, a busy slow subscription) and every retry backoff longer than this
+  becomes a JetStream message schedule in the dispatch stream (one per
+  delivery) and its work item is acked, instead of being nak'ed with a delay:
+  a delayed nak keeps holding one of the consumer's ` + "`MaxAckPending`" + ` slots for
+  the whole delay, so tens of thousands of deliveries waiting for one dead
+  endpoint would otherwise fill them and starve every other subscription. The
+  server fires each wake-up back into the work subject when it is due.
+  Deliveries of an inactive (auto-disabled) subscription are held as stored
+  messages until it is re-enabled. Only retry backoffs up to this long stay
+  delayed naks (and hold a slot).
+
+What remains shared is the machine: every put-off still costs a fetch, a
+Redis read and a nak or a park, and the bridge moves every queued delivery
+through JetStream. The table above shows what that costs the healthy
+subscriptions here.
+
+### Reading the bad subscriptions' row
+
+- *sends recorded* is the sum of ` + "`attempts`" + ` in the delivery records: sends
+  that reached an outcome. Sends still hanging on the black hole are not in
+  it yet.
+- *parked put-offs* counts the put-offs that went to JetStream as a wake-up or
+  a held message (from the engine's debug log, by reason: ` + "`breaker_open`" + `,
+  ` + "`subscription_busy`" + `, ` + "`subscription_disabled`" + `); shorter retry waits are
+  delayed naks and are not counted.
+- *waiting work and heap* (healthy table) is what waits in the dispatch
+  stream at the end of the phase (pending message schedules / held
+  deliveries, counted by JetStream) and the Go heap in use after a GC of the
+  one process that runs jetrelay and its embedded NATS server; phase B minus
+  phase A, per waiting delivery, is what parked work costs in memory.
+- A subscription auto-disabled after ` + "`disable_after_failures`" + ` failed
+  deliveries holds its remaining deliveries parked (` + "`JETRELAY_INACTIVE_SUBSCRIPTIONS=defer`" + `)
+  until an operator re-enables it or they go stale.
+`

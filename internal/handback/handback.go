@@ -1,0 +1,306 @@
+package handback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/bridge"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// legacyDeferredZSet is where jetrelay releases before message schedules
+// parked put-off deliveries (member delivery id, score due epoch millis);
+// a current bridge empties it at start, but a rollback may follow an
+// upgrade that never started.
+const legacyDeferredZSet = store.LegacyDeferredZSet
+
+// ErrRunning is returned when a part of jetrelay still runs: handing work
+// back then would race the bridge refilling the stream and the engine
+// sending what is being handed back.
+var ErrRunning = errors.New("handback: jetrelay is still running; stop every jetrelay process first")
+
+// handBackLua writes one id where the reference reads it, unless a reference
+// key already holds it (a run interrupted after its Redis write):
+// dispatch:pending (LPUSH, as admin enqueues) when ARGV[2] is empty,
+// dispatch:retry scored ARGV[2] otherwise. With a third key (the legacy
+// jetrelay:deferred ZSET) it also removes the id from there, in the same
+// step. LPOS needs Redis 6.0.6.
+//
+//	KEYS = [dispatch:pending, dispatch:retry, (jetrelay:deferred)]  ARGV = [id, due ms or ""]
+//	returns 1 written, 0 already there
+const handBackLua = `
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[1]) end
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+if redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
+if ARGV[2] == '' then
+  redis.call('LPUSH', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+end
+return 1`
+
+// moveListLua hands back the oldest id of a processing list (its right
+// end) to dispatch:pending and removes it, in one step. KEYS = [list,
+// dispatch:pending, dispatch:retry]; returns 1 written, 0 already in a
+// reference key, -1 when the list is empty.
+const moveListLua = `
+local id = redis.call('RPOP', KEYS[1])
+if not id then return -1 end
+if redis.call('ZSCORE', KEYS[3], id) or redis.call('LPOS', KEYS[2], id) then return 0 end
+redis.call('LPUSH', KEYS[2], id)
+return 1`
+
+// Report says what a hand-back did.
+type Report struct {
+	Pending   int // ids written to dispatch:pending
+	Retry     int // ids written to dispatch:retry with their due time
+	Present   int // ids a reference key already held (not written again)
+	Removed   int // work items removed from the stream after their id was written
+	Checks    int // held-check wake-ups removed (jetrelay's own, no delivery in them)
+	Unhandled int // messages left in the stream: not work items jetrelay wrote
+}
+
+// Config names where jetrelay keeps its work.
+type Config struct {
+	Queue  queue.Config
+	Logger *slog.Logger // nil discards
+}
+
+// Run hands back everything jetrelay holds. It returns ErrRunning (wrapped,
+// naming what runs) without changing anything while a bridge heartbeat is
+// alive or an engine is pulling from the dispatch consumer.
+func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (Report, error) {
+	h := &handback{rdb: rdb, js: js, qc: cfg.Queue.WithDefaults(), log: cfg.Logger,
+		store: store.New(rdb), script: redis.NewScript(handBackLua)}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if err := h.checkStopped(ctx); err != nil {
+		return h.rep, err
+	}
+	steps := []func(context.Context) error{h.processingLists, h.deferred, h.stream}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return h.rep, err
+		}
+	}
+	return h.rep, nil
+}
+
+type handback struct {
+	store  *store.Store
+	script *redis.Script // handBackLua
+	rdb    redis.UniversalClient
+	js     jetstream.JetStream
+	qc     queue.Config
+	log    *slog.Logger
+	rep    Report
+}
+
+// checkStopped refuses while a bridge's heartbeat is alive or the engine
+// consumer has pull requests waiting or deliveries in flight (an engine is
+// running, or was stopped less than AckWait ago).
+func (h *handback) checkStopped(ctx context.Context) error {
+	ids, err := h.rdb.SMembers(ctx, bridge.RegistryKey).Result()
+	if err != nil {
+		return fmt.Errorf("handback: read %s: %w", bridge.RegistryKey, err)
+	}
+	var alive []string
+	for _, id := range ids {
+		n, err := h.rdb.Exists(ctx, bridge.HeartbeatKey(id)).Result()
+		if err != nil {
+			return fmt.Errorf("handback: read heartbeat of bridge %s: %w", id, err)
+		}
+		if n > 0 {
+			alive = append(alive, "bridge "+id)
+		}
+	}
+	c, err := h.js.Consumer(ctx, h.qc.Stream, h.qc.Consumer)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return fmt.Errorf("handback: read consumer %s: %w", h.qc.Consumer, err)
+	default:
+		info, err := c.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("handback: read consumer %s: %w", h.qc.Consumer, err)
+		}
+		if info.NumWaiting > 0 {
+			alive = append(alive, fmt.Sprintf("engine (%d pull requests waiting on consumer %s)", info.NumWaiting, h.qc.Consumer))
+		}
+		if info.NumAckPending > 0 {
+			// A stopped engine's deliveries stay pending until AckWait ends.
+			alive = append(alive, fmt.Sprintf("engine (%d deliveries in flight on consumer %s; if every engine is stopped, retry after JETRELAY_ACK_WAIT)", info.NumAckPending, h.qc.Consumer))
+		}
+	}
+	if len(alive) > 0 {
+		return fmt.Errorf("%w: %s", ErrRunning, strings.Join(alive, ", "))
+	}
+	return nil
+}
+
+// processingLists hands back the ids every bridge moved out of
+// dispatch:pending without a confirmed publication.
+func (h *handback) processingLists(ctx context.Context) error {
+	ids, err := h.rdb.SMembers(ctx, bridge.RegistryKey).Result()
+	if err != nil {
+		return fmt.Errorf("handback: read %s: %w", bridge.RegistryKey, err)
+	}
+	script := redis.NewScript(moveListLua)
+	for _, owner := range ids {
+		list := bridge.ProcessingKey(owner)
+		for {
+			n, err := script.Run(ctx, h.rdb, []string{list, store.PendingList, store.RetryZSet}).Int()
+			if err != nil {
+				return fmt.Errorf("handback: hand back %s: %w", list, err)
+			}
+			if n < 0 {
+				break
+			}
+			h.count(n, false)
+		}
+	}
+	return nil
+}
+
+// deferred hands back the legacy jetrelay:deferred ZSET: a retry keeps the
+// time it is due, anything else parked there (put off for a breaker, a busy
+// or paused subscription) is due now.
+func (h *handback) deferred(ctx context.Context) error {
+	for {
+		zs, err := h.rdb.ZRangeWithScores(ctx, legacyDeferredZSet, 0, 255).Result()
+		if err != nil {
+			return fmt.Errorf("handback: read %s: %w", legacyDeferredZSet, err)
+		}
+		if len(zs) == 0 {
+			return nil
+		}
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			due := time.UnixMilli(int64(z.Score))
+			if err := h.handBack(ctx, id, due, legacyDeferredZSet); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handBack writes id to dispatch:pending, or to dispatch:retry when its
+// record says it is RETRYING and due is set: only a retry has a time the
+// reference must wait for. from, when set, is a ZSET to remove id from in
+// the same step.
+func (h *handback) handBack(ctx context.Context, id string, due time.Time, from string) error {
+	dueArg := ""
+	if !due.IsZero() {
+		rec, err := h.store.Delivery(ctx, id)
+		switch {
+		case err == nil && rec.Status == proto.DeliveryRetrying:
+			dueArg = strconv.FormatInt(due.UnixMilli(), 10)
+		case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrCorrupt):
+			return fmt.Errorf("handback: read %s: %w", id, err)
+		}
+	}
+	keys := []string{store.PendingList, store.RetryZSet}
+	if from != "" {
+		keys = append(keys, from)
+	}
+	n, err := h.script.Run(ctx, h.rdb, keys, id, dueArg).Int()
+	if err != nil {
+		return fmt.Errorf("handback: hand back %s: %w", id, err)
+	}
+	h.count(n, dueArg != "")
+	return nil
+}
+
+// stream hands back every work item in the dispatch stream, oldest first:
+// its id is written to Redis, then its message deleted.
+func (h *handback) stream(ctx context.Context) error {
+	s, err := h.js.Stream(ctx, h.qc.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("handback: open stream %s: %w", h.qc.Stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("handback: read stream %s: %w", h.qc.Stream, err)
+	}
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("handback: read message %d: %w", seq, err)
+		}
+		if m.Header.Get(queue.HeldCheckHeader) != "" {
+			// A subscription's held-check: the held deliveries it would
+			// release are handed back themselves.
+			if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return fmt.Errorf("handback: remove held-check %d: %w", seq, err)
+			}
+			h.rep.Checks++
+			continue
+		}
+		id, due, ok := h.workItem(m)
+		if !ok {
+			h.rep.Unhandled++
+			h.log.Warn("message left in the stream: not a work item", "seq", seq, "subject", m.Subject)
+			continue
+		}
+		if err := h.handBack(ctx, id, due, ""); err != nil {
+			return err
+		}
+		// Only now: the id is in Redis, so removing it loses nothing.
+		if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("handback: remove message %d (%s, already handed back): %w", seq, id, err)
+		}
+		h.rep.Removed++
+	}
+	return nil
+}
+
+// count adds one handed-back id to the report: written is the hand-back
+// script's 1 (written) or 0 (a reference key already held it).
+func (h *handback) count(written int, retry bool) {
+	switch {
+	case written == 0:
+		h.rep.Present++
+	case retry:
+		h.rep.Retry++
+	default:
+		h.rep.Pending++
+	}
+}
+
+// workItem returns the delivery id of a stored message and, for a message
+// schedule, when it is due; ok is false for anything jetrelay did not write.
+func (h *handback) workItem(m *jetstream.RawStreamMsg) (id string, due time.Time, ok bool) {
+	id = string(m.Data)
+	if queue.ValidateDeliveryID(id) != nil {
+		return "", time.Time{}, false
+	}
+	switch subj := m.Subject; {
+	case subj == h.qc.Subject, strings.HasPrefix(subj, h.qc.Subject+".held."):
+		return id, time.Time{}, true
+	case strings.HasPrefix(subj, h.qc.Subject+".sched."):
+		at, found := strings.CutPrefix(m.Header.Get(queue.ScheduleHeader), "@at ")
+		if t, err := time.Parse(time.RFC3339Nano, at); found && err == nil {
+			return id, t, true
+		}
+		// A schedule without a readable time is due now.
+		return id, time.Time{}, true
+	}
+	return "", time.Time{}, false
+}

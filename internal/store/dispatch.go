@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The bridge's own keys (jetrelay's, not Cycles'): each bridge instance
+// moves ids from PendingList into a processing list of its own, keeps a
+// heartbeat key alive while it runs, and is listed in BridgesSet so that
+// others find its list to adopt when the heartbeat expires.
+const (
+	// LegacyProcessingList is the reference service's plain processing list
+	// (v0.1.25.24 moves ids there before it dispatches them).
+	LegacyProcessingList = "dispatch:processing"
+	// BridgesSet is the SET of bridge instance ids that ever ran; a member
+	// whose heartbeat expired and whose processing list is empty is removed.
+	BridgesSet = "jetrelay:bridges"
+)
+
+// ProcessingList is the LIST one bridge instance holds its moved, not yet
+// published ids in.
+func ProcessingList(instanceID string) string { return "dispatch:processing:" + instanceID }
+
+// HeartbeatKey is the key whose TTL says a bridge instance is alive.
+func HeartbeatKey(instanceID string) string { return "jetrelay:bridge:" + instanceID }
+
+// moveBatchLua moves up to ARGV[1] ids from the pending list to the
+// processing list, oldest first, and stops at the first empty read: one
+// round trip, and no wasted LMOVEs when only a few ids wait. A script runs
+// atomically, so an id is always in exactly one of the two lists.
+//
+//	KEYS = [dispatch:pending, processing list]  ARGV = [max]
+var moveBatchLua = redis.NewScript(`
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not id then break end
+  out[#out + 1] = id
+end
+return out
+`)
+
+// MovePending moves up to max ids from dispatch:pending into list in one
+// round trip, oldest first, and returns them (none when it is empty). On an
+// error some ids may have moved unreported; the caller recovers them by
+// draining list.
+func (s *Store) MovePending(ctx context.Context, list string, max int) ([]string, error) {
+	ids, err := moveBatchLua.Run(ctx, s.rdb, []string{PendingList, list}, max).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// AwaitPending waits up to timeout for one id in dispatch:pending and moves
+// it into list (BLMOVE). ok is false when none came.
+func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Duration) (id string, ok bool, err error) {
+	id, err = s.rdb.BLMove(ctx, PendingList, list, "RIGHT", "LEFT", timeout).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return id, true, nil
+}
+
+// Oldest returns up to n of list's oldest ids, oldest last.
+func (s *Store) Oldest(ctx context.Context, list string, n int) ([]string, error) {
+	ids, err := s.rdb.LRange(ctx, list, -int64(n), -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", list, err)
+	}
+	return ids, nil
+}
+
+// RemoveFromList removes one occurrence of each id from list in one round
+// trip and returns the ids whose removal failed, with the first error.
+func (s *Store) RemoveFromList(ctx context.Context, list string, ids []string) ([]string, error) {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.LRem(ctx, list, 1, id)
+		}
+		return nil
+	})
+	if len(cmds) != len(ids) {
+		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
+	}
+	var failed []string
+	var firstErr error
+	for i, c := range cmds {
+		if cerr := c.Err(); cerr != nil {
+			failed = append(failed, ids[i])
+			if firstErr == nil {
+				firstErr = fmt.Errorf("remove acknowledged id from %s: %w", list, cerr)
+			}
+		}
+	}
+	return failed, firstErr
+}
+
+// Beat writes instanceID's heartbeat key with its TTL (value is for
+// operators) and keeps the instance in BridgesSet, atomically.
+func (s *Store) Beat(ctx context.Context, instanceID, value string, ttl time.Duration) error {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, HeartbeatKey(instanceID), value, ttl)
+		p.SAdd(ctx, BridgesSet, instanceID)
+		return nil
+	})
+	return err
+}
+
+// StopBeating removes instanceID's heartbeat key, so a live bridge may adopt
+// its list at once rather than after the TTL.
+func (s *Store) StopBeating(ctx context.Context, instanceID string) error {
+	return s.rdb.Del(ctx, HeartbeatKey(instanceID)).Err()
+}
+
+// BridgeIDs returns the instance ids in BridgesSet.
+func (s *Store) BridgeIDs(ctx context.Context) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, BridgesSet).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", BridgesSet, err)
+	}
+	return ids, nil
+}
+
+// adoptLua moves up to ARGV[1] ids from an orphaned processing list to this
+// instance's, oldest first so their order is kept. Checking the owner's
+// heartbeat inside the script closes the race with an owner that comes back
+// between the caller's scan and the move.
+//
+//	KEYS = [orphan list, own list, orphan heartbeat (absent for the legacy list)]
+//	returns the number moved, or -1 when the owner is alive.
+var adoptLua = redis.NewScript(`
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return -1 end
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'list' then return 0 end
+local max = tonumber(ARGV[1])
+local n = 0
+while n < max do
+  if not redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') then break end
+  n = n + 1
+end
+return n
+`)
+
+// Adopt moves up to max ids from the orphan list into own, oldest first,
+// unless heartbeat (when not "") exists: alive is then true and nothing
+// moves. A key of another type than a list moves nothing.
+func (s *Store) Adopt(ctx context.Context, orphan, own, heartbeat string, max int) (moved int, alive bool, err error) {
+	keys := []string{orphan, own}
+	if heartbeat != "" {
+		keys = append(keys, heartbeat)
+	}
+	n, err := adoptLua.Run(ctx, s.rdb, keys, max).Int()
+	if err != nil {
+		return 0, false, fmt.Errorf("adopt %s: %w", orphan, err)
+	}
+	if n < 0 {
+		return 0, true, nil
+	}
+	return n, false, nil
+}
+
+// forgetBridgeLua drops a bridge from the registry once it is dead (no
+// heartbeat) and its processing list is empty.
+//
+//	KEYS = [jetrelay:bridges, its heartbeat, its processing list]  ARGV = [id]
+var forgetBridgeLua = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('LLEN', KEYS[3]) > 0 then return 0 end
+return redis.call('SREM', KEYS[1], ARGV[1])
+`)
+
+// ForgetBridge removes instanceID from BridgesSet if its heartbeat expired
+// and its processing list is empty, so the registry does not grow with every
+// pod name a deployment ever used.
+func (s *Store) ForgetBridge(ctx context.Context, instanceID string) error {
+	keys := []string{BridgesSet, HeartbeatKey(instanceID), ProcessingList(instanceID)}
+	if err := forgetBridgeLua.Run(ctx, s.rdb, keys, instanceID).Err(); err != nil {
+		return fmt.Errorf("forget bridge %s: %w", strconv.Quote(instanceID), err)
+	}
+	return nil
+}
+
+// requeueRetryBatchLua is the reference service's REQUEUE_RETRY_BATCH_LUA
+// (v0.1.25.24, contract §10), verbatim: due ids leave dispatch:retry and
+// enter dispatch:pending in one atomic step, so concurrent promoters never
+// double-enqueue an id.
+//
+//	KEYS = [dispatch:retry, dispatch:pending]  ARGV = [now_ms, limit]
+var requeueRetryBatchLua = redis.NewScript(`local ready = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local moved = {}
+for _, id in ipairs(ready) do
+  if redis.call('ZREM', KEYS[1], id) > 0 then
+    redis.call('LPUSH', KEYS[2], id)
+    table.insert(moved, id)
+  end
+end
+return moved`)
+
+// PromoteScored moves up to limit ids of zset scored up to maxScore (epoch
+// millis, or "+inf") into dispatch:pending with the reference's script and
+// returns them: due ids of the legacy dispatch:retry ZSET, or everything an
+// older jetrelay left in jetrelay:deferred.
+func (s *Store) PromoteScored(ctx context.Context, zset, maxScore string, limit int) ([]string, error) {
+	return requeueRetryBatchLua.Run(ctx, s.rdb, []string{zset, PendingList}, maxScore, limit).StringSlice()
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The bridge's moves go through these: ids move oldest first, adoption
+// stops at a live owner, and a dead, empty bridge leaves the registry.
+func TestDispatch_MovesAdoptsAndForgetsBridgesByTheirKeys(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	c.LPush(ctx, PendingList, "a", "b", "c") // "a" is the oldest
+	ids, err := st.MovePending(ctx, ProcessingList("me"), 2)
+	if err != nil || !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("MovePending = %q, %v; want the two oldest, a and b", ids, err)
+	}
+	if got, _ := c.LRange(ctx, "dispatch:processing:me", 0, -1).Result(); len(got) != 2 {
+		t.Errorf("processing list dispatch:processing:me = %q, want 2 ids", got)
+	}
+
+	if err := st.Beat(ctx, "alive", "pid=1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.LPush(ctx, ProcessingList("alive"), "x")
+	if n, alive, err := st.Adopt(ctx, ProcessingList("alive"), ProcessingList("me"), HeartbeatKey("alive"), 10); err != nil || !alive || n != 0 {
+		t.Errorf("Adopt of a live bridge's list = %d, alive %v, %v; want nothing moved", n, alive, err)
+	}
+	if err := st.StopBeating(ctx, "alive"); err != nil {
+		t.Fatal(err)
+	}
+	if n, alive, err := st.Adopt(ctx, ProcessingList("alive"), ProcessingList("me"), HeartbeatKey("alive"), 10); err != nil || alive || n != 1 {
+		t.Errorf("Adopt of a dead bridge's list = %d, alive %v, %v; want its one id", n, alive, err)
+	}
+	if err := st.ForgetBridge(ctx, "alive"); err != nil {
+		t.Fatal(err)
+	}
+	if members, _ := st.BridgeIDs(ctx); slices.Contains(members, "alive") {
+		t.Errorf("jetrelay:bridges = %q still lists the dead bridge with an empty list", members)
+	}
+}
+
+func TestTraceOrigins_UseTheInboundFlagsOnlyWhenAdminSawAValidTraceparent(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	mustSet(t, c, DeliveryKey("valid"), `{"trace_id":"0af7651916cd43dd8448eb211c80319c","trace_flags":"00","traceparent_inbound_valid":true}`)
+	mustSet(t, c, DeliveryKey("invalid"), `{"trace_id":"0af7651916cd43dd8448eb211c80319c","trace_flags":"00","traceparent_inbound_valid":false}`)
+	got, err := st.TraceOrigins(ctx, []string{"valid", "invalid", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TraceOrigin{{"0af7651916cd43dd8448eb211c80319c", "00"}, {"0af7651916cd43dd8448eb211c80319c", "01"}, {}}
+	if !slices.Equal(got, want) {
+		t.Errorf("TraceOrigins = %+v, want %+v", got, want)
+	}
+}

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+	"strings"
+)
+
+// casPairEventLua is casPairLua that, once the delivery (and subscription)
+// are written, saves an event with SaveEventLua's own text, in the same
+// script: KEYS[3..6] and ARGV[6..9] are SaveEventLua's KEYS and ARGV. Reusing
+// both scripts verbatim keeps one definition of the compare-and-set and one
+// of how Cycles stores an event.
+var casPairEventLua = "local function saveEvent(KEYS, ARGV)\n" + SaveEventLua + "\nend\n" +
+	strings.TrimSuffix(casPairLua, "return 1") +
+	"saveEvent({KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})\nreturn 1"
+
+// runCasPair runs casPairLua, or casPairEventLua when ev is not nil, and
+// returns the script's result code.
+func (s *Store) runCasPair(ctx context.Context, ev *NewEvent, keys []string, args ...any) (int, error) {
+	if ev == nil {
+		return s.casPair.Run(ctx, s.scripter(), keys, args...).Int()
+	}
+	evKeys, evArgs, err := eventArgs(*ev)
+	if err != nil {
+		return 0, err
+	}
+	return s.casPairEvent.Run(ctx, s.scripter(), append(keys, evKeys...), append(args, evArgs...)...).Int()
+}

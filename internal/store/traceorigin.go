@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// TraceOrigin is what a delivery record says about the trace its spans
+// belong to.
+type TraceOrigin struct {
+	TraceID string // the event's trace id as admin stored it, "" if none
+	Flags   string // proto.InboundTraceFlags of the record
+}
+
+// TraceOrigins reads the trace origin of each delivery in one round trip,
+// in the order of ids. A missing record gives the zero TraceOrigin: its
+// spans simply start a trace of their own.
+func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = DeliveryKey(id)
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TraceOrigin, len(ids))
+	for i := range min(len(vals), len(ids)) {
+		raw, ok := vals[i].(string)
+		if !ok {
+			continue
+		}
+		// Only the three trace fields are read, leniently: a record the
+		// engine will quarantine still has its publish traced.
+		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid")
+		inbound := r[2].Type == gjson.True
+		d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
+		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d)}
+	}
+	return out, nil
+}
