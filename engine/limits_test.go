@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/receiver"
-	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -44,7 +42,6 @@ func TestLimits_AHealthyEndpointWithABacklogGrowsPastTheOldFixedCap(t *testing.T
 	})
 	e := newEnv(t, envOptions{handler: h, engine: func(c *engine.Config) { c.Workers = 64 }})
 	sub, _, _ := e.subscribe(t, "/custom/healthy", nil, nil)
-	e.redis.Client.Del(context.Background(), store.SecretKey(sub))
 	const n = 2000
 	for range n {
 		e.deliver(t, sub, e.event(), nil)
@@ -88,9 +85,6 @@ func TestLimits_OverloadedAndBlackHoledEndpointsShrinkTowardOneWhileAHealthyOneC
 	defer close(release)
 	overloaded, _, _ := e.subscribe(t, "/custom/overloaded", nil, nil)
 	hole, _, _ := e.subscribe(t, "/custom/hole", nil, nil)
-	for _, sub := range []string{overloaded, hole} {
-		e.redis.Client.Del(context.Background(), store.SecretKey(sub))
-	}
 	healthy, _, ep := e.subscribe(t, "/healthy", receiver.Healthy(), nil)
 	for range 300 {
 		e.deliver(t, overloaded, e.event(), nil)
