@@ -32,13 +32,17 @@ func (o outcome) message() string {
 	return o.res.Message
 }
 
-// reason is the reference service's metric reason for a failed send.
+// reason is the reference service's metric reason for a failed send, or
+// the transport's own reason for a non-HTTP answer (Result.Reason).
 func (o outcome) reason() string {
 	switch c := o.res.StatusCode; {
 	case o.blocked():
 		return "ssrf_blocked"
 	case o.err != nil:
 		return "transport_error"
+	case o.res.Reason != "":
+		// A non-HTTP protocol's own answer: "answered no", not "no answer".
+		return transport.AnswerReason(o.res)
 	case c >= 400 && c < 500:
 		return "http_4xx"
 	case c >= 500 && c < 600:
