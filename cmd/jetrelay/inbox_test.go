@@ -17,6 +17,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/receive"
+	"github.com/jetrelay/jetrelay/transport/receive/redisstore"
 )
 
 // startInboxProcess starts `jetrelay inbox serve` with args as its own
@@ -80,7 +81,7 @@ func TestInbox_EveryEventOfAThousandDeliveriesAndTwoHundredReplaysIsActedOnOnceT
 	if err != nil {
 		t.Fatal(err)
 	}
-	dedupe := receive.NewDeduper(receive.NewRedisStore(b.redis.Client, receive.WithRedisPrefix("target:")))
+	dedupe := receive.NewDeduper(redisstore.New(b.redis.Client, redisstore.WithPrefix("target:")))
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tgt.mu.Lock()
 		tgt.seen[r.Header.Get(proto.HeaderEventID)]++

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +24,10 @@ type Server struct {
 	dir    string // temporary root: data/ and the socket live under it
 	port   int
 	asUser string // "" when the binaries run as the current user
+	uid    uint32 // asUser's ids, for running postgres directly as it
+	gid    uint32
+	cmd    *exec.Cmd     // the postmaster, a direct child
+	exited chan struct{} // closed once cmd has been waited for
 }
 
 // Start initialises a data folder and starts a server on a free port bound to
@@ -76,12 +81,12 @@ func (s *Server) handTo(name string) error {
 	if err != nil {
 		return fmt.Errorf("pgproc: running as root needs the %q user to run initdb: %w", name, err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(s.dir, uid, gid); err != nil {
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	if err := os.Chown(s.dir, int(uid), int(gid)); err != nil {
 		return fmt.Errorf("pgproc: chown %s: %w", s.dir, err)
 	}
-	s.asUser = name
+	s.asUser, s.uid, s.gid = name, uint32(uid), uint32(gid)
 	return nil
 }
 
@@ -114,13 +119,13 @@ func (s *Server) start(ctx context.Context) error {
 			return err
 		}
 		s.port = port
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", port, s.dir)
-		cmd := s.command(ctx, "pg_ctl", "start", "-w", "-t", "30", "-D", s.dataDir(), "-l", filepath.Join(s.dir, "server.log"), "-o", opts)
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			return s.awaitTCP(ctx)
+		if last = s.launch(); last != nil {
+			return last
 		}
-		last = fmt.Errorf("pgproc: pg_ctl start: %w: %s %s", err, tail(out), s.logTail())
+		if last = s.awaitTCP(ctx); last == nil {
+			return nil
+		}
+		s.kill()
 		if !strings.Contains(s.logTail(), "Address already in use") {
 			return last
 		}
@@ -128,19 +133,56 @@ func (s *Server) start(ctx context.Context) error {
 	return last
 }
 
+// launch runs the postmaster itself (not pg_ctl, which detaches it) as a
+// direct child with a death signal, as s.asUser's ids when set: a test
+// binary killed hard then takes its server with it.
+func (s *Server) launch() error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgproc: server log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(filepath.Join(s.bindir, "postgres"), "-D", s.dataDir(), "-p", strconv.Itoa(s.port), "-k", s.dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setDeathSignal(cmd, s.asUser != "", s.uid, s.gid)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgproc: start postgres: %w", err)
+	}
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(s.exited)
+	}()
+	return nil
+}
+
+// awaitTCP waits until the server accepts sessions over TCP (pg_isready: a
+// server still starting up accepts the connection but refuses the session,
+// which pg_ctl -w used to wait out), or fails at once if it exited.
 func (s *Server) awaitTCP(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		err := exec.CommandContext(ctx, filepath.Join(s.bindir, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres").Run()
 		if err == nil {
-			c.Close()
 			return nil
 		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("pgproc: postgres exited on startup: %s", s.logTail())
+		default:
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("pgproc: server on %s never accepted connections: %w", s.Addr(), err)
+			return fmt.Errorf("pgproc: server on %s never accepted connections: %w %s", s.Addr(), err, s.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// kill ends the postmaster at once and waits for it.
+func (s *Server) kill() {
+	s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // Addr is the server's host:port on loopback.
@@ -165,17 +207,21 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) error {
 	return nil
 }
 
-// Stop shuts the server down (fast mode: open sessions are ended) and
-// removes its data folder.
+// Stop shuts the server down (fast mode, SIGINT: open sessions are ended;
+// SIGKILL if it takes over 30 s) and removes its data folder.
 func (s *Server) Stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := s.command(ctx, "pg_ctl", "stop", "-m", "fast", "-w", "-D", s.dataDir()).CombinedOutput()
-	rmErr := os.RemoveAll(s.dir)
-	if err != nil {
-		return fmt.Errorf("pgproc: pg_ctl stop: %w: %s", err, tail(out))
+	var err error
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		err = fmt.Errorf("pgproc: postgres did not stop within 30s: %s", s.logTail())
+		s.kill()
 	}
-	return rmErr
+	if rmErr := os.RemoveAll(s.dir); err == nil {
+		err = rmErr
+	}
+	return err
 }
 
 func (s *Server) logTail() string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/transport/receive"
+	"github.com/jetrelay/jetrelay/transport/receive/redisstore"
 )
 
 func TestDedupeMiddleware_AnswersADuplicate200WithoutCallingTheHandlerAgain(t *testing.T) {
@@ -159,11 +160,11 @@ func TestDeduper_RefusesAMissingEventID(t *testing.T) {
 }
 
 func TestRedisStore_RemembersADoneEventFor72HoursByDefault(t *testing.T) {
-	d := receive.NewDeduper(receive.NewRedisStore(sharedRedis))
+	d := receive.NewDeduper(redisstore.New(sharedRedis))
 	if _, err := d.Do(context.Background(), "evt-ttl", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ttl := sharedRedis.TTL(context.Background(), receive.DefaultRedisPrefix+"evt-ttl").Val()
+	ttl := sharedRedis.TTL(context.Background(), redisstore.DefaultPrefix+"evt-ttl").Val()
 	if ttl < 71*time.Hour || ttl > 72*time.Hour {
 		t.Fatalf("done key TTL %v, want about 72h", ttl)
 	}
@@ -179,7 +180,7 @@ func TestDedupeMiddleware_AsksForARetryWithoutCallingTheHandlerWhenTheStoreIsDow
 	t.Cleanup(func() { _ = rds.Server.Restart(context.Background()) })
 	h := &recordingHandler{}
 	w := httptest.NewRecorder()
-	receive.NewDeduper(receive.NewRedisStore(client)).Middleware(h).ServeHTTP(w, signedRequest(newSecret, "evt-down", eventBody))
+	receive.NewDeduper(redisstore.New(client)).Middleware(h).ServeHTTP(w, signedRequest(newSecret, "evt-down", eventBody))
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || h.calls != 0 {
 		t.Fatalf("store down: status %d (Retry-After %q), handler calls %d; want 503 with Retry-After and 0", w.Code, w.Header().Get("Retry-After"), h.calls)
 	}

@@ -14,10 +14,16 @@
 //     next handler.
 //   - Deduper records the event id in a Store before the handler runs its
 //     side effects, and answers a duplicate 200 without running it again.
-//     RedisStore (SET NX with a TTL, 72 h by default) and PostgresStore
-//     (INSERT … ON CONFLICT DO NOTHING on a unique event id) are the shared
-//     stores, MemoryStore the single-process one; a Store is a three-method
-//     interface, so others are easy.
+//     redisstore.Store (SET NX with a TTL, 72 h by default) and
+//     pgstore.Store (INSERT … ON CONFLICT DO NOTHING on a unique event id)
+//     are the shared stores, MemoryStore the single-process one; a Store is a
+//     three-method interface, so others are easy.
+//
+// This package depends only on the standard library and proto, so a receiver
+// that only verifies links no database or broker client. Like database/sql
+// drivers, the Redis and PostgreSQL stores live in the subpackages
+// redisstore and pgstore, and the SQS adapter in sqsreceive; NATSMessage
+// takes a nats.Header as the plain map it is.
 //
 // The failure window: a claim is a lease, not a verdict. Claim marks the
 // event in progress for a lease; only a handler that succeeded (2xx, or a nil

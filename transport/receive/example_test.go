@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/receive"
@@ -25,7 +22,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// In production: receive.NewRedisStore(client) or NewPostgresStore.
+	// In production: redisstore.New(client) or pgstore.New(pool, "").
 	deduper := receive.NewDeduper(receive.NewMemoryStore(0))
 	handled := 0
 	endpoint := verifier.Middleware(deduper.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,13 +50,6 @@ func Example() {
 	// retry of the same event: 200
 	// forged: 401
 	// handled: 1
-}
-
-// Deduplication in Redis: SET NX with a 72-hour TTL by default.
-func ExampleNewRedisStore() {
-	client := redis.NewClient(&redis.Options{Addr: "redis.internal:6379"})
-	deduper := receive.NewDeduper(receive.NewRedisStore(client), receive.WithLease(time.Minute))
-	_ = deduper
 }
 
 // A NATS subscriber of a jetrelay nats:// subscription: verify, then run the
@@ -92,26 +82,4 @@ func ExampleVerifier_VerifyMessage() {
 	// evt_2 processed
 	// evt_2 duplicate
 	// dropped: receive: X-Cycles-Signature does not match the body
-}
-
-// Deduplication in PostgreSQL: a unique event id, INSERT … ON CONFLICT DO
-// NOTHING. Passing a pgx.Tx instead of the pool records the event id in the
-// same commit as the handler's own writes.
-func ExampleNewPostgresStore() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@db.internal/app")
-	if err != nil {
-		panic(err)
-	}
-	store, err := receive.NewPostgresStore(pool, "")
-	if err != nil {
-		panic(err)
-	}
-	if err := store.EnsureSchema(ctx); err != nil {
-		panic(err)
-	}
-	deduper := receive.NewDeduper(store)
-	_ = deduper
-	// Once a day or so: forget ids older than the sender's retry window.
-	_, _ = store.Purge(ctx, receive.DefaultRedisTTL)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/jetrelay/jetrelay/internal/pgproc"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
 	"github.com/jetrelay/jetrelay/transport/receive"
+	"github.com/jetrelay/jetrelay/transport/receive/pgstore"
+	"github.com/jetrelay/jetrelay/transport/receive/redisstore"
 )
 
 // One real Redis and one real PostgreSQL serve every test of the package;
@@ -59,7 +61,7 @@ func runWithServers(m *testing.M) int {
 func stores(t *testing.T) map[string]receive.Store {
 	t.Helper()
 	n := storeSeq.Add(1)
-	ps, err := receive.NewPostgresStore(sharedPG, fmt.Sprintf("receive_events_%d", n))
+	ps, err := pgstore.New(sharedPG, fmt.Sprintf("receive_events_%d", n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func stores(t *testing.T) map[string]receive.Store {
 		t.Fatalf("EnsureSchema is not idempotent: %v", err)
 	}
 	return map[string]receive.Store{
-		"redis":    receive.NewRedisStore(sharedRedis, receive.WithRedisPrefix(fmt.Sprintf("test%d:", n))),
+		"redis":    redisstore.New(sharedRedis, redisstore.WithPrefix(fmt.Sprintf("test%d:", n))),
 		"postgres": ps,
 		"memory":   receive.NewMemoryStore(0),
 	}

@@ -9,7 +9,7 @@ import (
 // MemoryStore is a Store in process memory, for a single-process receiver
 // and for tests. It forgets everything on restart, so a receiver with more
 // than one replica, or whose duplicates matter across restarts, uses
-// RedisStore or PostgresStore. Done ids are kept for the TTL given to
+// redisstore.Store or pgstore.Store. Done ids are kept for the TTL given to
 // NewMemoryStore.
 type MemoryStore struct {
 	ttl time.Duration
@@ -19,16 +19,21 @@ type MemoryStore struct {
 	entries map[string]memoryEntry
 }
 
+// DefaultTTL is how long a store remembers a processed event id by default:
+// longer than the sender's 24 h delivery window, so every retry and most
+// replays of an event find it.
+const DefaultTTL = 72 * time.Hour
+
 type memoryEntry struct {
 	token string // "" once done
 	until time.Time
 }
 
 // NewMemoryStore returns an empty MemoryStore remembering done ids for ttl
-// (DefaultRedisTTL when ttl <= 0).
+// (DefaultTTL when ttl <= 0).
 func NewMemoryStore(ttl time.Duration) *MemoryStore {
 	if ttl <= 0 {
-		ttl = DefaultRedisTTL
+		ttl = DefaultTTL
 	}
 	return &MemoryStore{ttl: ttl, now: time.Now, entries: make(map[string]memoryEntry)}
 }

@@ -1,11 +1,6 @@
 package receive
 
-import (
-	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/nats-io/nats.go"
-)
+import "strings"
 
 // Message is a delivery that did not come over HTTP: its exact body and a
 // lookup of its identity headers (NATS headers, SQS message attributes).
@@ -16,13 +11,14 @@ type Message struct {
 
 // NATSMessage adapts a message published by jetrelay's NATS transport:
 // NATSMessage(m.Data, m.Header) for a *nats.Msg, NATSMessage(m.Data(),
-// m.Headers()) for a JetStream message. Header names are matched exactly
-// first (the sink writes them as the webhook does), then without regard to
-// case.
-func NATSMessage(data []byte, header nats.Header) Message {
+// m.Headers()) for a JetStream message (nats.Header is a
+// map[string][]string, so no conversion is needed and this package does not
+// link nats.go). Header names are matched exactly first (the sink writes them
+// as the webhook does), then without regard to case.
+func NATSMessage(data []byte, header map[string][]string) Message {
 	return Message{Body: data, Header: func(name string) string {
-		if v := header.Get(name); v != "" {
-			return v
+		if v := header[name]; len(v) > 0 && v[0] != "" {
+			return v[0]
 		}
 		for k, v := range header {
 			if strings.EqualFold(k, name) && len(v) > 0 {
@@ -33,20 +29,12 @@ func NATSMessage(data []byte, header nats.Header) Message {
 	}}
 }
 
-// SQSMessage adapts a message sent by jetrelay's SQS transport. The identity
-// travels as String message attributes, so the receive call must ask for
-// them (MessageAttributeNames: []string{"All"}).
-func SQSMessage(m types.Message) Message {
-	body := ""
-	if m.Body != nil {
-		body = *m.Body
-	}
-	return Message{Body: []byte(body), Header: func(name string) string {
-		if a, ok := m.MessageAttributes[name]; ok && a.StringValue != nil {
-			return *a.StringValue
-		}
-		return ""
-	}}
+// AttributeMessage adapts a message whose identity headers arrive as a flat
+// name → value map, such as the String message attributes jetrelay's SQS
+// transport sets (package sqsreceive converts an SQS types.Message). Names
+// are matched exactly.
+func AttributeMessage(body []byte, attributes map[string]string) Message {
+	return Message{Body: body, Header: func(name string) string { return attributes[name] }}
 }
 
 // VerifyMessage checks a message's signature and event id, and returns its

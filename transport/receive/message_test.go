@@ -15,6 +15,8 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 	"github.com/jetrelay/jetrelay/transport/natsink"
 	"github.com/jetrelay/jetrelay/transport/receive"
+	"github.com/jetrelay/jetrelay/transport/receive/redisstore"
+	"github.com/jetrelay/jetrelay/transport/receive/sqsreceive"
 	"github.com/jetrelay/jetrelay/transport/sqs"
 )
 
@@ -83,7 +85,7 @@ func TestVerifyMessage_AcceptsWhatTheSQSSinkSendsAndDedupesItsRedelivery(t *test
 		}
 	}
 	v := newVerifier(t)
-	d := receive.NewDeduper(receive.NewRedisStore(sharedRedis, receive.WithRedisPrefix("sqs-test:")))
+	d := receive.NewDeduper(redisstore.New(sharedRedis, redisstore.WithPrefix("sqs-test:")))
 	handled, received := 0, 0
 	for received < 2 && ctx.Err() == nil {
 		out, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(env.QueueURL("orders")), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
@@ -92,7 +94,7 @@ func TestVerifyMessage_AcceptsWhatTheSQSSinkSendsAndDedupesItsRedelivery(t *test
 		}
 		for _, m := range out.Messages {
 			received++
-			id, err := v.VerifyMessage(receive.SQSMessage(m))
+			id, err := v.VerifyMessage(sqsreceive.Message(m))
 			if err != nil {
 				t.Fatalf("genuine SQS message refused: %v", err)
 			}

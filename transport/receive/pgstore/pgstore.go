@@ -1,4 +1,7 @@
-package receive
+// Package pgstore is a receive.Store in a PostgreSQL table. It lives apart
+// from package receive so a receiver that only verifies signatures does not
+// link pgx.
+package pgstore
 
 import (
 	"context"
@@ -9,45 +12,47 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jetrelay/jetrelay/transport/receive"
 )
 
-// PostgresDB is what PostgresStore needs of a connection: *pgxpool.Pool,
+// DB is what Store needs of a connection: *pgxpool.Pool,
 // *pgx.Conn and pgx.Tx all have it. Passing a transaction makes the claim part
 // of it: the event id is then recorded in the same commit as the handler's
 // own writes.
-type PostgresDB interface {
+type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// DefaultPostgresTable is the table PostgresStore keeps event ids in.
-const DefaultPostgresTable = "receive_events"
+// DefaultTable is the table Store keeps event ids in.
+const DefaultTable = "receive_events"
 
-// PostgresStore is a Store in a PostgreSQL table with a unique event id: a
-// claim is INSERT … ON CONFLICT DO NOTHING. Unlike RedisStore it keeps
+// Store is a receive.Store in a PostgreSQL table with a unique event id: a
+// claim is INSERT … ON CONFLICT DO NOTHING. Unlike redisstore.Store it keeps
 // processed ids until Purge removes them. Safe for concurrent use by many
 // processes.
-type PostgresStore struct {
-	db    PostgresDB
+type Store struct {
+	db    DB
 	table string
 }
 
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// NewPostgresStore returns a Store using table (DefaultPostgresTable when
+// New returns a receive.Store using table (DefaultTable when
 // empty) through db. Call EnsureSchema once before use.
-func NewPostgresStore(db PostgresDB, table string) (*PostgresStore, error) {
+func New(db DB, table string) (*Store, error) {
 	if table == "" {
-		table = DefaultPostgresTable
+		table = DefaultTable
 	}
 	if !tableName.MatchString(table) {
 		return nil, fmt.Errorf("receive: table name %q must be lowercase letters, digits and underscores", table)
 	}
-	return &PostgresStore{db: db, table: table}, nil
+	return &Store{db: db, table: table}, nil
 }
 
 // EnsureSchema creates the table if it does not exist. It is idempotent.
-func (s *PostgresStore) EnsureSchema(ctx context.Context) error {
+func (s *Store) EnsureSchema(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
 		event_id      text PRIMARY KEY,
 		state         text NOT NULL CHECK (state IN ('processing', 'done')),
@@ -58,10 +63,10 @@ func (s *PostgresStore) EnsureSchema(ctx context.Context) error {
 	return err
 }
 
-// Claim implements Store: INSERT … ON CONFLICT DO NOTHING claims a new id;
+// Claim implements receive.Store: INSERT … ON CONFLICT DO NOTHING claims a new id;
 // an existing claim whose lease ended is taken over by an UPDATE that only
 // matches an expired claim, so two takers cannot both win.
-func (s *PostgresStore) Claim(ctx context.Context, eventID, token string, lease time.Duration) (ClaimState, error) {
+func (s *Store) Claim(ctx context.Context, eventID, token string, lease time.Duration) (receive.ClaimState, error) {
 	for range 3 {
 		tag, err := s.db.Exec(ctx, `INSERT INTO `+s.table+` (event_id, state, token, claimed_until)
 			VALUES ($1, 'processing', $2, now() + $3 * interval '1 millisecond')
@@ -70,7 +75,7 @@ func (s *PostgresStore) Claim(ctx context.Context, eventID, token string, lease 
 			return 0, err
 		}
 		if tag.RowsAffected() == 1 {
-			return Claimed, nil
+			return receive.Claimed, nil
 		}
 		tag, err = s.db.Exec(ctx, `UPDATE `+s.table+`
 			SET token = $2, claimed_until = now() + $3 * interval '1 millisecond'
@@ -79,7 +84,7 @@ func (s *PostgresStore) Claim(ctx context.Context, eventID, token string, lease 
 			return 0, err
 		}
 		if tag.RowsAffected() == 1 {
-			return Claimed, nil
+			return receive.Claimed, nil
 		}
 		var state string
 		err = s.db.QueryRow(ctx, `SELECT state FROM `+s.table+` WHERE event_id = $1`, eventID).Scan(&state)
@@ -90,28 +95,28 @@ func (s *PostgresStore) Claim(ctx context.Context, eventID, token string, lease 
 			return 0, err
 		}
 		if state == "done" {
-			return Done, nil
+			return receive.Done, nil
 		}
-		return InProgress, nil
+		return receive.InProgress, nil
 	}
-	return InProgress, nil
+	return receive.InProgress, nil
 }
 
-// Complete implements Store.
-func (s *PostgresStore) Complete(ctx context.Context, eventID, _ string) error {
+// Complete implements receive.Store.
+func (s *Store) Complete(ctx context.Context, eventID, _ string) error {
 	_, err := s.db.Exec(ctx, `UPDATE `+s.table+` SET state = 'done', token = NULL, claimed_until = NULL, done_at = now() WHERE event_id = $1`, eventID)
 	return err
 }
 
-// Release implements Store: the row is deleted if it is still token's claim.
-func (s *PostgresStore) Release(ctx context.Context, eventID, token string) error {
+// Release implements receive.Store: the row is deleted if it is still token's claim.
+func (s *Store) Release(ctx context.Context, eventID, token string) error {
 	_, err := s.db.Exec(ctx, `DELETE FROM `+s.table+` WHERE event_id = $1 AND state = 'processing' AND token = $2`, eventID, token)
 	return err
 }
 
-// Purge deletes processed ids older than age (e.g. DefaultRedisTTL) and
+// Purge deletes processed ids older than age (e.g. redisstore.DefaultTTL) and
 // returns how many it deleted. Run it periodically to bound the table.
-func (s *PostgresStore) Purge(ctx context.Context, age time.Duration) (int64, error) {
+func (s *Store) Purge(ctx context.Context, age time.Duration) (int64, error) {
 	tag, err := s.db.Exec(ctx, `DELETE FROM `+s.table+` WHERE state = 'done' AND done_at < now() - $1 * interval '1 millisecond'`, age.Milliseconds())
 	if err != nil {
 		return 0, err
