@@ -7,15 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
-	"github.com/jetrelay/jetrelay/transport"
-	"github.com/jetrelay/jetrelay/transport/natsink"
 )
 
 // failedReasons keeps the reasons of failed deliveries, the
@@ -48,14 +45,8 @@ func TestAnswerReason_AFullStreamsRefusalIsRecordedWithItsOwnReasonNotTransportE
 	t.Parallel()
 	reasons := &failedReasons{}
 	e := newEnv(t, envOptions{
-		engine: func(c *engine.Config) { c.Observer = reasons },
-		transports: func(reg *transport.Registry, nc *nats.Conn) {
-			sink, err := natsink.New(natsink.Config{Conn: nc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg.Register("nats", sink)
-		},
+		engine:     func(c *engine.Config) { c.Observer = reasons },
+		transports: withNatsink(t),
 	})
 	ctx := context.Background()
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
