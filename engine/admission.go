@@ -38,7 +38,7 @@ type putOffReason struct {
 // admit takes an in-flight slot and the breaker's consent for a send to
 // subscription sub, or says how long to put the delivery off.
 func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admission, putOffReason, bool) {
-	ok, back := e.inflight.acquire(ctx, sub, e.cfg.BusyWaitMin)
+	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
 		// Come back about when a slot should be free again, at least
 		// BusyWaitMin from now.
@@ -46,7 +46,7 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 	}
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {
-		e.inflight.release(sub, 0)
+		e.inflight.release(sub, 0, errNotAttempted)
 		return nil, putOffReason{until, reasonBreakerOpen}, false
 	}
 	return &admission{e: e, sub: sub, done: done, result: errNotAttempted}, putOffReason{}, true
@@ -64,7 +64,7 @@ func (a *admission) sent(o outcome) {
 
 func (a *admission) close() {
 	a.done(a.result)
-	a.e.inflight.release(a.sub, a.took)
+	a.e.inflight.release(a.sub, a.took, a.result)
 }
 
 func later(a, b time.Time) time.Time {

@@ -47,16 +47,17 @@ type Config struct {
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
-	MaxInFlight     int           // concurrent sends to one subscription per replica, default Workers/4 (at least 1)
-	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at MaxInFlight, default 1s
+	MaxInFlight     int           // upper bound of a subscription's adaptive in-flight limit per replica; 0: none but Workers
+	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at its in-flight limit, default 1s
 	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
 	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s
 }
 
-// fastAnswer: a subscription at its in-flight limit whose sends take less
-// than this on average frees a slot within moments, so a worker waits for it
-// (this long at most) instead of putting the delivery off.
+// fastAnswer: a subscription whose sends take less than this on average
+// frees a slot within moments, so it may use every worker, and at its
+// in-flight limit a worker waits for it (this long at most) instead of
+// putting the delivery off.
 const fastAnswer = 100 * time.Millisecond
 
 // DefaultWorkers is how many deliveries one replica works on at once
@@ -114,8 +115,8 @@ func (c Config) withDefaults() Config {
 		c.TracerProvider = noop.NewTracerProvider()
 	}
 	c.Breaker = c.Breaker.withDefaults()
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = max(1, c.Workers/4)
+	if c.MaxInFlight <= 0 || c.MaxInFlight > c.Workers {
+		c.MaxInFlight = c.Workers
 	}
 	if c.BusyWaitMin <= 0 {
 		c.BusyWaitMin = time.Second
@@ -168,7 +169,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	}
 	e.successes = newSuccessLedger(e)
 	e.breakers = newBreakers(cfg.Breaker)
-	e.inflight = newInflight(cfg.MaxInFlight, fastAnswer)
+	e.inflight = newInflight(cfg.Workers, cfg.MaxInFlight, fastAnswer)
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	return e, nil
 }

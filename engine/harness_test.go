@@ -44,6 +44,7 @@ type env struct {
 	store  *store.Store
 	admin  *admin.Writer
 	recv   *receiver.Receiver
+	engine *engine.Engine
 	base   string // receiver base URL
 	tenant string
 }
@@ -120,6 +121,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.engine = eng
 	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatal(err)

@@ -2,111 +2,78 @@ package engine
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"math"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/adaptive"
 )
 
-// inflight caps how many sends to one subscription a replica runs at once,
-// so a slow or black-holed endpoint can hold at most that many workers and
-// the rest of the pool keeps serving everyone else. It tracks each busy
-// subscription's recent send latency: a fast subscription at its cap is
-// simply waited for (a slot frees within milliseconds), a slow one makes the
+// inflight limits how many sends to one subscription a replica runs at
+// once, adapting each limit to what the endpoint can take
+// (internal/adaptive): a fast, healthy endpoint may use the whole pool, a
+// slow, overloaded or black-holed one is cut toward one send and leaves
+// workers to everyone else. A subscription at its limit that answers fast
+// is waited for (a slot frees within milliseconds), a slow one makes the
 // caller put the delivery off instead of tying up a worker.
 type inflight struct {
-	max     int
-	waitFor time.Duration // a subscription answering faster than this is waited for, this long at most
-	mu      sync.Mutex
-	m       map[string]*subLoad
+	pool *adaptive.Pool
 }
 
-type subLoad struct {
-	slots    chan struct{} // one token per running send
-	users    int           // goroutines holding or waiting for a slot; the entry goes at 0
-	latency  time.Duration // moving average of recent sends
-	nextFree time.Time     // when the last delivery turned away can expect a slot
+func newInflight(workers, bound int, fast time.Duration) *inflight {
+	return &inflight{pool: adaptive.NewPool(adaptive.PoolConfig{Workers: workers, Max: bound, FastAnswer: fast})}
 }
 
-func newInflight(max int, waitFor time.Duration) *inflight {
-	return &inflight{max: max, waitFor: waitFor, m: make(map[string]*subLoad)}
+// acquire takes a send slot for subscription id, or says when the delivery
+// should come back (adaptive.Pool.Acquire).
+func (l *inflight) acquire(ctx context.Context, id string) (bool, time.Time) {
+	return l.pool.Acquire(ctx, id)
 }
 
-// acquire takes a send slot for subscription id. If none is free and the
-// subscription answers quickly, it waits up to waitFor for one. Otherwise it
-// returns false and the time the delivery should come back: deliveries
-// turned away queue up virtually behind each other, one send time divided by
-// the limit apart (guess stands in for the send time until one came back),
-// so ten thousand deliveries to a slow endpoint come back about as fast as
-// it can take them, not all at once.
-func (l *inflight) acquire(ctx context.Context, id string, guess time.Duration) (bool, time.Time) {
-	l.mu.Lock()
-	s := l.m[id]
-	if s == nil {
-		s = &subLoad{slots: make(chan struct{}, l.max)}
-		l.m[id] = s
+// release returns a slot, teaching the subscription's limit what the send
+// took and how it went: breakerResult's verdict (errNotAttempted: nothing
+// was sent, errFailedAttempt: no answer or an overloaded one).
+func (l *inflight) release(id string, took time.Duration, result error) {
+	r := adaptive.Healthy
+	switch {
+	case errors.Is(result, errNotAttempted):
+		r = adaptive.NotSent
+	case result != nil:
+		r = adaptive.Dropped
 	}
-	s.users++
-	latency := s.latency
-	l.mu.Unlock()
-
-	select {
-	case s.slots <- struct{}{}:
-		return true, time.Time{}
-	default:
-	}
-	// Only a subscription known to answer fast is worth a worker's wait; one
-	// whose sends have not come back yet (a black hole) is not.
-	if latency > 0 && latency < l.waitFor {
-		t := time.NewTimer(l.waitFor)
-		defer t.Stop()
-		select {
-		case s.slots <- struct{}{}:
-			return true, time.Time{}
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	if latency == 0 {
-		latency = guess
-	}
-	l.mu.Lock()
-	now := time.Now()
-	if s.nextFree.Before(now) {
-		s.nextFree = now.Add(latency)
-	} else {
-		s.nextFree = s.nextFree.Add(latency / time.Duration(l.max))
-	}
-	back := s.nextFree
-	l.mu.Unlock()
-	l.leave(id, s, 0)
-	return false, back
+	l.pool.Release(id, took, r)
 }
 
-// release returns a slot, folding the send's latency (0: no send) into the
-// subscription's average.
-func (l *inflight) release(id string, took time.Duration) {
-	l.mu.Lock()
-	s := l.m[id]
-	l.mu.Unlock()
-	if s == nil {
-		return
-	}
-	<-s.slots
-	l.leave(id, s, took)
+// SubscriptionLimit is one subscription's adaptive in-flight limit on this
+// replica, as the operator view and the metrics show it.
+type SubscriptionLimit struct {
+	// SubscriptionID names the subscription.
+	SubscriptionID string
+	// Limit is how many sends to it this replica may run at once now. The
+	// pool's sharing may hold a slow subscription below it while others
+	// are busy.
+	Limit int
+	// InFlight is how many sends to it are running.
+	InFlight int
+	// Latency is its recent average send time, 0 before its first answer.
+	Latency time.Duration
 }
 
-// leave drops one user of s, recording latency; an unused entry is removed
-// so memory follows the subscriptions being sent to right now.
-func (l *inflight) leave(id string, s *subLoad, took time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if took > 0 {
-		if s.latency == 0 {
-			s.latency = took
-		} else {
-			s.latency += (took - s.latency) / 4
-		}
+// recentlyBusy: a subscription sent to within this long counts as busy in
+// Limits, so a scrape between two sends still sees it.
+const recentlyBusy = 10 * time.Second
+
+// Limits returns the adaptive limits of the subscriptions this replica
+// sent to in the last ten seconds, busiest first (most sends running, then
+// highest limit, then id): for the metrics and the operator's status
+// (`jetrelay status`, the management port's /status). It walks every
+// subscription the replica holds a limit for: call it per scrape or
+// request, not per delivery.
+func (e *Engine) Limits() []SubscriptionLimit {
+	st := e.inflight.pool.Busiest(math.MaxInt, recentlyBusy)
+	out := make([]SubscriptionLimit, len(st))
+	for i, s := range st {
+		out[i] = SubscriptionLimit{SubscriptionID: s.ID, Limit: s.Limit, InFlight: s.InFlight, Latency: s.Latency}
 	}
-	if s.users--; s.users == 0 {
-		delete(l.m, id)
-	}
+	return out
 }

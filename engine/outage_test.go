@@ -60,6 +60,9 @@ func TestRedisOutage_DeliveriesWaitAsWakeUpsHoldingNoAckPendingSlotAndAllSucceed
 	e := newEnv(t, envOptions{handler: h, redis: redisproc.Options{AppendOnly: true}, engine: func(c *engine.Config) {
 		// Long enough that a delayed nak would visibly hold its slot.
 		c.InfraRetryMin, c.InfraRetryMax = time.Second, 3*time.Second
+		// A new subscription's adaptive limit starts at a quarter of the
+		// workers: 24 let all six sends run at once.
+		c.Workers = 24
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/outage", nil, nil)
 	ids := make([]string, n)

@@ -19,14 +19,6 @@ type SubscriptionBreaker struct {
 	OpenUntil time.Time
 }
 
-// SubscriptionLimit is one subscription's current in-flight limit on this
-// replica and how many sends to it are running.
-type SubscriptionLimit struct {
-	SubscriptionID string
-	Limit          int
-	InFlight       int
-}
-
 // OpenBreakers lists this replica's breakers that are open or half-open,
 // by subscription id, for operators (`jetrelay status`, the management
 // port's /status). Like BreakerStats it walks every breaker: call it per
@@ -50,20 +42,5 @@ func (e *Engine) OpenBreakers() []SubscriptionBreaker {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b SubscriptionBreaker) int { return strings.Compare(a.SubscriptionID, b.SubscriptionID) })
-	return out
-}
-
-// Limits lists the in-flight limit of every subscription this replica is
-// sending to (or has deliveries waiting for a slot) right now. Idle
-// subscriptions are not listed: their limit is the configured maximum.
-func (e *Engine) Limits() []SubscriptionLimit {
-	l := e.inflight
-	l.mu.Lock()
-	out := make([]SubscriptionLimit, 0, len(l.m))
-	for id, s := range l.m {
-		out = append(out, SubscriptionLimit{SubscriptionID: id, Limit: l.max, InFlight: len(s.slots)})
-	}
-	l.mu.Unlock()
-	slices.SortFunc(out, func(a, b SubscriptionLimit) int { return strings.Compare(a.SubscriptionID, b.SubscriptionID) })
 	return out
 }

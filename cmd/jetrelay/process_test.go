@@ -111,8 +111,10 @@ func TestRun_EngineKilledMidDeliveryStillCompletes(t *testing.T) {
 	h := newHold()
 	_, ep := b.endpoint(t, "/held", "budget.exhausted", h.wrap)
 	ids := b.emit(t, "budget.exhausted", 8)
-	// All four workers on the one subscription, so four sends are in flight at the kill.
-	env := b.env("JETRELAY_WORKERS", "4", "JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "4", "JETRELAY_ACK_WAIT", "2s")
+	// Four sends in flight at the kill: a new subscription's adaptive limit
+	// starts at a quarter of the workers, and the held receiver never
+	// answers, so it stays there.
+	env := b.env("JETRELAY_WORKERS", "16", "JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "4", "JETRELAY_ACK_WAIT", "2s")
 
 	first := startRelay(t, env)
 	h.awaitHeld(t, 4, 15*time.Second)

@@ -185,6 +185,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			return nil, err
 		}
 		s.metrics.WatchBreakers(s.engine.BreakerStats)
+		s.metrics.WatchLimits(s.engine.Limits)
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)

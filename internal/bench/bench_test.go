@@ -124,3 +124,29 @@ func buildRelay(t *testing.T) string {
 	}
 	return bin
 }
+
+// The limits scenario draws the chart of docs/operations.md and prints the
+// limits at its turning points: the black hole is cut to 1, the fast
+// endpoint ends holding the whole pool.
+func TestBench_LimitsScenarioWritesTheChartAndTheTurningPoints(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "limits.png")
+	var stdout, stderr bytes.Buffer
+	if err := Run(t.Context(), []string{"--scenario", "limits", "--workers", "32", "--for", "20s", "--chart", chart}, &stdout, &stderr, "test"); err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\| recovering \| black hole .* \| 1 \(1\) \| 1 \(1\) \|`),
+		regexp.MustCompile(`\| fast \| 2 ms throughout \|.* 32 \(\d+\) \|\n`),
+	} {
+		if !want.Match(stdout.Bytes()) {
+			t.Errorf("output lacks %s:\n%s", want, stdout.String())
+		}
+	}
+	png, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("chart is not a PNG")
+	}
+}

@@ -42,8 +42,7 @@ func throughputChart(bars []chartBar) ([]byte, float64) {
 	}
 	decades := math.Ceil(math.Log10(peak))
 	height := top*2 + len(bars)*(barH+gap)
-	img := image.NewRGBA(image.Rect(0, 0, width, height))
-	draw.Draw(img, img.Bounds(), &image.Uniform{chartBackground}, image.Point{}, draw.Src)
+	img := newCanvas(width, height)
 	plot := float64(width - left - right)
 	x := func(v float64) int {
 		if v <= 1 {
@@ -51,9 +50,7 @@ func throughputChart(bars []chartBar) ([]byte, float64) {
 		}
 		return left + int(plot*math.Log10(v)/decades)
 	}
-	vline := func(at int, c color.Color) {
-		draw.Draw(img, image.Rect(at, 0, at+1, height), &image.Uniform{c}, image.Point{}, draw.Src)
-	}
+	vline := func(at int, c color.Color) { fill(img, image.Rect(at, 0, at+1, height), c) }
 	for d := 0.0; d <= decades; d++ {
 		p := math.Pow(10, d)
 		vline(x(p), chartDecade)
@@ -64,9 +61,25 @@ func throughputChart(bars []chartBar) ([]byte, float64) {
 	}
 	for i, b := range bars {
 		y := top + i*(barH+gap)
-		draw.Draw(img, image.Rect(left, y, max(left+2, x(b.value)), y+barH), &image.Uniform{chartColours[b.kind]}, image.Point{}, draw.Src)
+		fill(img, image.Rect(left, y, max(left+2, x(b.value)), y+barH), chartColours[b.kind])
 	}
+	return pngBytes(img), math.Pow(10, decades)
+}
+
+// newCanvas is a chart's blank image.
+func newCanvas(width, height int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, width, height))
+	fill(img, img.Bounds(), chartBackground)
+	return img
+}
+
+// fill paints r in c.
+func fill(img *image.RGBA, r image.Rectangle, c color.Color) {
+	draw.Draw(img, r, &image.Uniform{c}, image.Point{}, draw.Src)
+}
+
+func pngBytes(img image.Image) []byte {
 	var out bytes.Buffer
 	_ = png.Encode(&out, img) // writing to a bytes.Buffer cannot fail
-	return out.Bytes(), math.Pow(10, decades)
+	return out.Bytes()
 }

@@ -272,8 +272,8 @@ func waitingMemory(ctx context.Context, env *benchEnv) (queue.Waiting, uint64) {
 func settingsOf(env *benchEnv) engineSettings {
 	c := env.cfg
 	inflight := c.MaxInFlight
-	if inflight <= 0 {
-		inflight = max(1, c.Workers/4) // the engine's default
+	if inflight <= 0 || inflight > c.Workers {
+		inflight = c.Workers // no bound but the pool, the engine's default
 	}
 	return engineSettings{
 		workers: c.Workers, maxInFlight: inflight, breakerThreshold: c.BreakerThreshold, maxAckPending: c.MaxAckPending,

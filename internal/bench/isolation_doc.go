@@ -12,11 +12,15 @@ JetStream consumer whose ` + "`MaxAckPending`" + ` bounds the work items out at 
 only by taking workers or ack-pending slots away from them; three mechanisms
 stop that.
 
-- **Per-subscription in-flight limit** (` + "`JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION`" + `,
-  default a quarter of the workers). At most that many sends to one
-  subscription run at once on a replica. A black hole or a slow endpoint can
-  therefore hold at most that many workers (a black hole until the request
-  timeout, ` + "`JETRELAY_HTTP_REQUEST_TIMEOUT`" + `). A further delivery to a
+- **Adaptive per-subscription in-flight limit** (bounded by
+  ` + "`JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION`" + `, default no bound but the
+  workers; docs/operations.md explains it). Each subscription's limit on a
+  replica grows while its endpoint answers fast and healthy and shrinks
+  toward one send as its latency rises, it times out or it fails, so a black
+  hole soon holds one worker (until the request timeout,
+  ` + "`JETRELAY_HTTP_REQUEST_TIMEOUT`" + `). An endpoint answering slower than
+  100 ms on average holds at most a quarter of the workers while others are
+  being sent to, and never the last eighth. A further delivery to a
   subscription at its limit is not queued behind it: if the subscription
   answers fast (under 100 ms on average) the worker waits briefly for a slot,
   otherwise the delivery is put off, without using an attempt: deliveries

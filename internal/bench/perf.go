@@ -70,7 +70,7 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 }
 
 // perfCaseIDs lists every case in the order they run.
-var perfCaseIDs = []string{"ceiling", "fast", "reference-fast", "slow", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
+var perfCaseIDs = []string{"ceiling", "fast", "fast-1", "reference-fast", "slow", "slow-1", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
 
 func (o *perfOptions) validate() error {
 	var errs []error
@@ -153,16 +153,25 @@ func runPerformance(ctx context.Context, b *benchContext, o *perfOptions) (*benc
 		}
 	}
 	fast := p.fastLayout()
+	lone := layout{tenants: 1, subsPerTenant: 1}
 	steps := []step{
 		{"ceiling", one(func() (*perfResult, error) { return p.ceiling(ctx) })},
 		{"fast", one(func() (*perfResult, error) {
 			return p.e2e(ctx, e2eCase{id: "fast", title: "fast receiver", layout: fast, events: o.deliveries})
+		})},
+		// One subscription has the pool to itself: its adaptive in-flight
+		// limit, not a fixed share, decides what it gets (docs/operations.md).
+		{"fast-1", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "fast-1", title: "fast receiver, 1 subscription", layout: lone, events: o.deliveries})
 		})},
 		{"reference-fast", one(func() (*perfResult, error) {
 			return p.reference(ctx, "reference-fast", "reference loop, fast receiver", 0, o.refDeliveries)
 		})},
 		{"slow", one(func() (*perfResult, error) {
 			return p.e2e(ctx, e2eCase{id: "slow", title: fmt.Sprintf("receiver taking %s", o.slowDelay), layout: fast, delay: o.slowDelay, events: o.slowDeliveries})
+		})},
+		{"slow-1", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "slow-1", title: fmt.Sprintf("receiver taking %s, 1 subscription", o.slowDelay), layout: lone, delay: o.slowDelay, events: o.slowDeliveries})
 		})},
 		{"slow-sized", func() ([]*perfResult, error) {
 			if o.sizedWorkers == 0 {

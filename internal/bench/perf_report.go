@@ -17,6 +17,7 @@ const (
 	targetCeilingShare = 0.50 // fast receiver, of the ceiling
 	targetFastRatio    = 10   // × the sequential reference, fast receiver
 	targetSlowRatio    = 100  // × the sequential reference, 50 ms receiver
+	targetLoneShare    = 0.90 // one subscription, of the same case's throughput with --subs subscriptions (issue 14)
 	targetP99At1000    = 10 * time.Millisecond
 	targetRSSPerReplic = 150_000_000 // bytes: 150 MB (143 MiB)
 )
@@ -129,7 +130,7 @@ func perfReport(b *benchContext, o *perfOptions, results []*perfResult) *benchRe
 
 // referenceFor is the reference measured against the same receiver as r.
 func referenceFor(r *perfResult, o *perfOptions, fast, slow *perfResult) *perfResult {
-	if r.id == "slow" || r.id == "slow-sized" {
+	if r.id == "slow" || r.id == "slow-1" || r.id == "slow-sized" {
 		return slow
 	}
 	if r.id == "fanout" || r.id == "queued" || r.id == "rate" {
@@ -163,6 +164,7 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 				refFast.throughput, refFast.cores(), refFast.redisCores(), costPer(refFast), costLine(byID("queued"))) + cpuBound(fast),
 		})
 	}
+	out = append(out, loneTargets(o, byID)...)
 	for _, id := range []string{"slow", "slow-sized"} {
 		slow := byID(id)
 		if slow == nil || refSlow == nil || refSlow.throughput <= 0 {
@@ -343,7 +345,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 }
 
 func engineDefaults() string {
-	return fmt.Sprintf("%d workers, MaxAckPending %d, at most a quarter of the workers sending to one subscription at once", engine.DefaultWorkers, queue.DefaultMaxAckPending)
+	return fmt.Sprintf("%d workers, MaxAckPending %d, adaptive per-subscription in-flight limits with no bound but the workers", engine.DefaultWorkers, queue.DefaultMaxAckPending)
 }
 
 // caseNotes says what each case did beyond its title.
@@ -364,4 +366,34 @@ func caseNotes(results []*perfResult) string {
 		b.WriteString(".\n")
 	}
 	return b.String()
+}
+
+// loneTargets compare one busy subscription with the same load spread over
+// --subs subscriptions: with adaptive in-flight limits a lone subscription
+// may use the whole pool, so it must not be much slower.
+func loneTargets(o *perfOptions, byID func(string) *perfResult) []perfTarget {
+	var out []perfTarget
+	for _, c := range []struct{ lone, many, receiver string }{
+		{"fast-1", "fast", "the fast receiver"},
+		{"slow-1", "slow", fmt.Sprintf("a receiver taking %s", o.slowDelay)},
+	} {
+		lone, many := byID(c.lone), byID(c.many)
+		if lone == nil || many == nil || many.throughput <= 0 {
+			continue
+		}
+		share := lone.throughput / many.throughput
+		little := float64(lone.workers) / max(o.slowDelay.Seconds(), 1e-9)
+		bound := cpuBound(lone)
+		if c.lone == "slow-1" {
+			bound = fmt.Sprintf("Little's law: %d workers each holding a send for %s allow at most %.0f/s; the lone subscription got %.0f/s, %.0f %% of that. ",
+				lone.workers, o.slowDelay, little, lone.throughput, 100*lone.throughput/little) + bound
+		}
+		out = append(out, perfTarget{
+			what:     fmt.Sprintf("one subscription with %s ≥ %.0f %% of the throughput of %d subscriptions", c.receiver, targetLoneShare*100, o.subs),
+			measured: fmt.Sprintf("%.0f/s vs %.0f/s = %.0f %%", lone.throughput, many.throughput, share*100),
+			met:      share >= targetLoneShare && lone.succeeded == lone.expected, profileOf: lone,
+			bound: bound + " The subscription's in-flight limit adapts (docs/operations.md); JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION bounds it.",
+		})
+	}
+	return out
 }

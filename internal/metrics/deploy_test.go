@@ -54,6 +54,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	m.WatchRedis(store.New(rdb))
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })
 	m.WatchBreakers(func() engine.BreakerStats { return engine.BreakerStats{} })
+	m.WatchLimits(func() []engine.SubscriptionLimit { return nil })
 	m.WatchReadiness(map[string]mgmt.Check{"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	l := engine.Labels{EventType: "budget.exhausted"}
 	m.Sending(l)

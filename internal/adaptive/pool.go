@@ -1,0 +1,362 @@
+package adaptive
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// PoolConfig tunes a Pool. Zero values take the defaults in withDefaults.
+type PoolConfig struct {
+	// Workers is the replica's worker pool, the most sends it runs at once.
+	Workers int
+	// Max bounds every endpoint's limit (JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION);
+	// 0: no bound but Workers.
+	Max int
+	// Initial is the limit of an endpoint nothing is known about yet,
+	// default a quarter of the workers (what the fixed limit was), at
+	// most Max.
+	Initial int
+	// FastAnswer: an endpoint whose recent sends take less than this on
+	// average frees a worker within moments. It may use every worker, and
+	// one at its limit is waited for (this long at most) rather than put
+	// off. Default 100ms.
+	FastAnswer time.Duration
+	// Reserve is how many workers slower endpoints leave to the others, so
+	// a delivery to anyone else always finds a worker without waiting for
+	// a slow send to end. Default an eighth of the workers.
+	Reserve int
+	// Company is the most sends a slow endpoint may run while others were
+	// sent to within the last second: what it may hold of the workers the
+	// others need. Default a quarter of the workers (the fixed limit
+	// jetrelay had before it adapted).
+	Company int
+	// Idle is how long an endpoint's learned limit is kept after its last
+	// send, default 5m.
+	Idle time.Duration
+	// Limit tunes each endpoint's Limit; its Initial and Max are the
+	// Pool's.
+	Limit LimitConfig
+	// Now is the clock, default time.Now.
+	Now func() time.Time
+}
+
+func (c PoolConfig) withDefaults() PoolConfig {
+	c.Workers = max(1, c.Workers)
+	if c.Max <= 0 || c.Max > c.Workers {
+		c.Max = c.Workers
+	}
+	if c.Initial <= 0 {
+		c.Initial = max(1, c.Workers/4)
+	}
+	c.Initial = min(c.Initial, c.Max)
+	if c.FastAnswer <= 0 {
+		c.FastAnswer = 100 * time.Millisecond
+	}
+	if c.Reserve <= 0 {
+		c.Reserve = c.Workers / 8
+	}
+	c.Reserve = min(c.Reserve, c.Workers-1)
+	if c.Company <= 0 {
+		c.Company = max(1, c.Workers/4)
+	}
+	if c.Idle <= 0 {
+		c.Idle = 5 * time.Minute
+	}
+	c.Limit.Initial, c.Limit.Max = c.Initial, c.Max
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Result says what a released slot was used for.
+type Result int
+
+const (
+	// NotSent: nothing was sent (the breaker refused, the delivery turned
+	// out to need no send); the limit learns nothing.
+	NotSent Result = iota
+	// Healthy: the endpoint answered and is not failing (even a 4xx: it
+	// is up and said no quickly).
+	Healthy
+	// Dropped: no answer, or an answer that the endpoint is failing or
+	// overloaded (Sample.Dropped).
+	Dropped
+)
+
+// Pool holds the adaptive limits of the endpoints a replica sends to and
+// shares its workers among them. An endpoint may start a send while it is
+// under its own limit and:
+//
+//   - it answers fast (under FastAnswer): such an endpoint frees a worker
+//     within moments, so sharing the pool in arrival order is fair to
+//     everyone else, and it may use all of it;
+//   - or, answering slowly, it is within its fair share, (Workers -
+//     Reserve) divided among the busy endpoints, or leaves Reserve workers
+//     free; and, while other endpoints are being sent to, within Company:
+//     a slow endpoint's backlog can neither take the workers others need
+//     nor be starved by other slow endpoints, and alone it may use all but
+//     the Reserve.
+//
+// Idle endpoints are forgotten after Idle, so memory follows the endpoints
+// being sent to. All methods are safe for concurrent use.
+type Pool struct {
+	cfg       PoolConfig
+	mu        sync.Mutex
+	keys      map[string]*endpoint
+	inflight  int // sends running, all endpoints
+	busy      int // endpoints with a send running or a worker waiting
+	lastSweep time.Time
+	// The last endpoint that asked for a slot, when, and when another one
+	// last did: whether anyone but e is being sent to, in O(1).
+	lastID         string
+	lastAt, prevAt time.Time
+}
+
+type endpoint struct {
+	id        string
+	limit     *Limit
+	inflight  int
+	waiting   int           // workers waiting for a slot
+	wake      chan struct{} // closed (and replaced) when a slot frees while workers wait
+	nextFree  time.Time     // when the last delivery turned away can expect a slot
+	firstSend time.Time     // before the first answer: when the oldest running send started
+	lastUsed  time.Time
+}
+
+func (e *endpoint) busy() bool { return e.inflight+e.waiting > 0 }
+
+// NewPool returns an empty pool.
+func NewPool(cfg PoolConfig) *Pool {
+	cfg = cfg.withDefaults()
+	return &Pool{cfg: cfg, keys: make(map[string]*endpoint)}
+}
+
+// Acquire takes a send slot for endpoint id. If none is free and the
+// endpoint answers fast, or has not answered yet but may still prove fast,
+// it waits up to FastAnswer for one. Otherwise it returns false and when
+// the delivery should come back: deliveries turned away queue up virtually
+// behind each other, one send time divided by the endpoint's capacity
+// (Initial at least) apart (before the first answer, the time the first
+// send has been running, FastAnswer at least, stands in for the send
+// time), so ten thousand
+// deliveries to a slow endpoint come back about as fast as it can take
+// them, not all at once. A true result must be followed by exactly one
+// Release.
+func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	p.sweep(now)
+	e := p.keys[id]
+	if e == nil {
+		e = &endpoint{id: id, limit: NewLimit(p.cfg.Limit), wake: make(chan struct{})}
+		p.keys[id] = e
+	}
+	e.lastUsed = now
+	if id != p.lastID {
+		p.lastID, p.prevAt = id, p.lastAt
+	}
+	p.lastAt = now
+	if p.take(e, now) {
+		return true, time.Time{}
+	}
+	if p.mayWait(e, now) {
+		if p.wait(ctx, e) {
+			return true, time.Time{}
+		}
+		now = p.cfg.Now()
+	}
+	latency := e.limit.Latency()
+	if latency == 0 {
+		latency = max(now.Sub(e.firstSend), p.cfg.FastAnswer)
+	}
+	if e.nextFree.Before(now) {
+		e.nextFree = now.Add(latency)
+	} else {
+		// Spaced by the capacity a new endpoint starts with at least: a
+		// limit just cut (one slow answer) grows back within round trips,
+		// and a delivery put off cannot be called back sooner.
+		e.nextFree = e.nextFree.Add(latency / time.Duration(max(p.capacity(e), p.cfg.Initial)))
+	}
+	return false, e.nextFree
+}
+
+// mayWait says whether a worker should wait for a slot of e, p.mu held.
+// Only an endpoint that answers fast is worth a worker's wait, and only as
+// many wait as its sends free slots for within FastAnswer (Little's law:
+// capacity × FastAnswer ÷ latency): a backlog must not park the pool
+// behind one endpoint, nor be put off far into the future while its limit
+// is briefly low. Until its first answer, an endpoint whose first send is
+// younger than FastAnswer may be fast too: all but the Reserve workers may
+// wait for it, so a new fast endpoint's backlog is not put off for a
+// guessed send time while its limit grows.
+func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
+	switch {
+	case p.fast(e):
+		served := float64(p.capacity(e)) * float64(p.cfg.FastAnswer) / float64(e.limit.Latency())
+		return e.waiting < max(e.inflight, int(served))
+	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
+		return e.waiting+e.inflight < p.cfg.Workers-p.cfg.Reserve
+	}
+	return false
+}
+
+// wait waits, p.mu held, up to FastAnswer for a slot of e and takes it.
+func (p *Pool) wait(ctx context.Context, e *endpoint) bool {
+	if !e.busy() {
+		p.busy++
+	}
+	e.waiting++
+	defer func() {
+		if e.waiting--; !e.busy() {
+			p.busy--
+		}
+	}()
+	t := time.NewTimer(p.cfg.FastAnswer)
+	defer t.Stop()
+	for {
+		wake := e.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-t.C:
+			p.mu.Lock()
+			return false
+		case <-ctx.Done():
+			p.mu.Lock()
+			return false
+		}
+		p.mu.Lock()
+		if p.take(e, p.cfg.Now()) {
+			return true
+		}
+	}
+}
+
+// take starts a send of e if its capacity allows, p.mu held.
+func (p *Pool) take(e *endpoint, now time.Time) bool {
+	if e.inflight >= p.capacity(e) {
+		return false
+	}
+	if !e.busy() {
+		p.busy++
+	}
+	if e.inflight == 0 && e.limit.Latency() == 0 {
+		e.firstSend = now // no send has ended yet: this one is the oldest running
+	}
+	e.inflight++
+	p.inflight++
+	return true
+}
+
+// capacity is how many sends e may run now, p.mu held.
+func (p *Pool) capacity(e *endpoint) int {
+	limit := e.limit.Value()
+	if p.fast(e) {
+		return limit
+	}
+	busy := p.busy
+	if !e.busy() {
+		busy++ // e is asking, so it is busy too
+	}
+	usable := p.cfg.Workers - p.cfg.Reserve
+	share := usable / busy
+	room := usable - (p.inflight - e.inflight)
+	most := max(share, room)
+	if p.othersActive(e) {
+		most = min(most, p.cfg.Company)
+	}
+	return max(1, min(limit, most))
+}
+
+// othersActive reports whether an endpoint other than e asked for a slot
+// within the last second, p.mu held.
+func (p *Pool) othersActive(e *endpoint) bool {
+	other := p.lastAt
+	if p.lastID == e.id {
+		other = p.prevAt
+	}
+	return !other.IsZero() && p.cfg.Now().Sub(other) < time.Second
+}
+
+// fast reports whether e is known to answer within FastAnswer.
+func (p *Pool) fast(e *endpoint) bool {
+	l := e.limit.Latency()
+	return l > 0 && l < p.cfg.FastAnswer
+}
+
+// Release ends a send of endpoint id begun by a successful Acquire and
+// teaches its limit what the send took (latency) and how it went.
+func (p *Pool) Release(id string, latency time.Duration, r Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	if e == nil || e.inflight == 0 {
+		return // not acquired: nothing to give back
+	}
+	now := p.cfg.Now()
+	if r != NotSent {
+		e.limit.Update(Sample{Latency: latency, Dropped: r == Dropped, InFlight: e.inflight, At: now})
+	}
+	e.inflight--
+	p.inflight--
+	e.lastUsed = now
+	if !e.busy() {
+		p.busy--
+	}
+	if e.waiting > 0 {
+		close(e.wake)
+		e.wake = make(chan struct{})
+	}
+}
+
+// sweep forgets endpoints idle for longer than Idle, at most every Idle/4.
+func (p *Pool) sweep(now time.Time) {
+	if now.Sub(p.lastSweep) < p.cfg.Idle/4 {
+		return
+	}
+	p.lastSweep = now
+	for id, e := range p.keys {
+		if !e.busy() && now.Sub(e.lastUsed) > p.cfg.Idle {
+			delete(p.keys, id)
+		}
+	}
+}
+
+// Status is one endpoint's limit as an operator sees it.
+type Status struct {
+	// ID is the endpoint's key (the subscription id).
+	ID string
+	// Limit is how many sends it may run at once now (its adaptive limit,
+	// before the pool's sharing).
+	Limit int
+	// InFlight is how many it is running.
+	InFlight int
+	// Latency is its recent average send time, 0 before its first answer.
+	Latency time.Duration
+	// LastUsed is when a send to it last started or ended.
+	LastUsed time.Time
+}
+
+// Busiest returns at most n endpoints used within the last since, the
+// busiest first (most sends running, then highest limit, then id). It
+// walks every endpoint the pool holds: call it per scrape, not per send.
+func (p *Pool) Busiest(n int, since time.Duration) []Status {
+	p.mu.Lock()
+	now := p.cfg.Now()
+	var out []Status
+	for id, e := range p.keys {
+		if e.busy() || now.Sub(e.lastUsed) <= since {
+			out = append(out, Status{ID: id, Limit: e.limit.Value(), InFlight: e.inflight, Latency: e.limit.Latency(), LastUsed: e.lastUsed})
+		}
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b Status) int {
+		return cmp.Or(cmp.Compare(b.InFlight, a.InFlight), cmp.Compare(b.Limit, a.Limit), cmp.Compare(a.ID, b.ID))
+	})
+	return out[:min(n, len(out))]
+}

@@ -1,0 +1,224 @@
+package adaptive
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func constant(latency time.Duration) Model {
+	return func(time.Duration, int) (time.Duration, bool) { return latency, false }
+}
+
+// queueing is an endpoint that serves one request at a time: a send waits
+// behind every other one running.
+func queueing(service time.Duration) Model {
+	return func(_ time.Duration, inflight int) (time.Duration, bool) {
+		return service * time.Duration(inflight), false
+	}
+}
+
+func blackHole(timeout time.Duration) Model {
+	return func(time.Duration, int) (time.Duration, bool) { return timeout, true }
+}
+
+func last(ps []Point) Point { return ps[len(ps)-1] }
+
+func TestPool_AFastEndpointAloneUsesEveryWorker(t *testing.T) {
+	series := Simulate(PoolConfig{Workers: 64}, []Model{constant(2 * time.Millisecond)}, 2*time.Second, 100*time.Millisecond)
+	if p := last(series[0]); p.Limit != 64 || p.InFlight != 64 {
+		t.Fatalf("fast endpoint alone: limit %d, %d sends running; want all 64 workers", p.Limit, p.InFlight)
+	}
+}
+
+func TestPool_A50msEndpointAloneGetsTheWorkersLittlesLawAsksFor(t *testing.T) {
+	series := Simulate(PoolConfig{Workers: 256}, []Model{constant(50 * time.Millisecond)}, 5*time.Second, 100*time.Millisecond)
+	if p := last(series[0]); p.InFlight != 256 {
+		t.Fatalf("50ms endpoint alone with an endless backlog: %d sends running, want all 256 workers", p.InFlight)
+	}
+}
+
+func TestPool_MaxBoundsEveryLimit(t *testing.T) {
+	series := Simulate(PoolConfig{Workers: 64, Max: 10}, []Model{constant(time.Millisecond)}, time.Second, 100*time.Millisecond)
+	if p := last(series[0]); p.Limit != 10 || p.InFlight > 10 {
+		t.Fatalf("bounded endpoint: limit %d, %d running; want 10 at most", p.Limit, p.InFlight)
+	}
+}
+
+func TestPool_AnOverloadedEndpointShrinksTowardOneWhileAHealthyOneGrows(t *testing.T) {
+	series := Simulate(PoolConfig{Workers: 64}, []Model{queueing(20 * time.Millisecond), constant(2 * time.Millisecond)}, 10*time.Second, 100*time.Millisecond)
+	// AIMD saws: it probes upward until the latency says stop. What
+	// matters is where it stays on average, and that it reaches 1.
+	sum, lowest := 0, 64
+	for _, p := range series[0][len(series[0])/2:] {
+		sum += p.Limit
+		lowest = min(lowest, p.Limit)
+	}
+	// 2 is what the tolerance allows: one request waiting doubles the
+	// latency of 20 ms to 40 ms = 1.5 × 20 ms + 10 ms.
+	if mean := float64(sum) / float64(len(series[0])-len(series[0])/2); mean > 3 || lowest > 2 {
+		t.Fatalf("endpoint serving one request at a time: mean limit %.1f, lowest %d over the last 5s; want it at 1 or 2", mean, lowest)
+	}
+	if p := last(series[1]); p.Limit < 32 {
+		t.Fatalf("healthy endpoint beside it: limit %d, want it grown past the old fixed 16", p.Limit)
+	}
+}
+
+func TestPool_ABlackHoleIsCutToOneAndNeverHoldsTheReserve(t *testing.T) {
+	cfg := PoolConfig{Workers: 64}
+	series := Simulate(cfg, []Model{blackHole(5 * time.Second), constant(time.Millisecond)}, 30*time.Second, 100*time.Millisecond)
+	for _, p := range series[0] {
+		if p.InFlight > 64-64/8 {
+			t.Fatalf("black hole held %d workers at %v, more than all but the reserve", p.InFlight, p.At)
+		}
+	}
+	if p := last(series[0]); p.Limit != 1 {
+		t.Fatalf("black hole: limit %d after 30s of timeouts, want 1", p.Limit)
+	}
+	if p := last(series[1]); p.InFlight < 32 {
+		t.Fatalf("healthy endpoint beside a black hole runs %d sends, want most of the pool", p.InFlight)
+	}
+}
+
+func TestPool_SlowEndpointsShareThePoolFairly(t *testing.T) {
+	series := Simulate(PoolConfig{Workers: 64, Initial: 64}, []Model{constant(2 * time.Second), constant(2 * time.Second)}, 20*time.Second, time.Second)
+	a, b := last(series[0]), last(series[1])
+	if a.InFlight != b.InFlight || a.InFlight < 16 || a.InFlight+b.InFlight > 56 {
+		t.Fatalf("two slow endpoints with endless backlogs run %d and %d sends; want the same share each, a quarter of the pool at least, the reserve kept", a.InFlight, b.InFlight)
+	}
+}
+
+func TestPool_AFastEndpointAtItsLimitIsWaitedForNotTurnedAway(t *testing.T) {
+	// A generous FastAnswer: the wait must end with the release, however
+	// loaded the machine is.
+	p := NewPool(PoolConfig{Workers: 8, Max: 1, FastAnswer: time.Minute})
+	ctx := context.Background()
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("first send refused")
+	}
+	p.Release("a", time.Millisecond, Healthy) // now known to be fast
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("second send refused")
+	}
+	got := make(chan bool)
+	go func() {
+		ok, _ := p.Acquire(ctx, "a")
+		got <- ok
+	}()
+	waiting := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.keys["a"].waiting == 1
+	}
+	for deadline := time.Now().Add(time.Minute); !waiting(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the third send neither waited nor returned")
+		}
+	}
+	p.Release("a", time.Millisecond, Healthy)
+	if !<-got {
+		t.Fatal("a fast endpoint at its limit was turned away instead of waited for")
+	}
+}
+
+func TestPool_TurnedAwayDeliveriesComeBackSpreadOverTheEndpointsPace(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 8, Max: 2, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	if ok, _ := p.Acquire(ctx, "slow"); !ok {
+		t.Fatal("first send refused")
+	}
+	p.Release("slow", time.Second, Healthy) // a send takes a second
+	for range 2 {
+		if ok, _ := p.Acquire(ctx, "slow"); !ok {
+			t.Fatal("send under the limit refused")
+		}
+	}
+	var backs []time.Time
+	for range 5 {
+		ok, back := p.Acquire(ctx, "slow")
+		if ok {
+			t.Fatal("send over the limit admitted")
+		}
+		backs = append(backs, back)
+	}
+	want := []time.Duration{1000, 1500, 2000, 2500, 3000}
+	for i, b := range backs {
+		if got := b.Sub(now); got != want[i]*time.Millisecond {
+			t.Fatalf("turned-away delivery %d comes back after %v, want %v (one send time, then half of it apart)", i, got, want[i]*time.Millisecond)
+		}
+	}
+}
+
+func TestPool_ForgetsIdleEndpointsAndListsTheBusiest(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 64, Idle: time.Minute, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for i := range 20 {
+		id := fmt.Sprintf("sub_%02d", i)
+		for range i % 5 {
+			p.Acquire(ctx, id)
+		}
+		if i%5 == 0 {
+			p.Acquire(ctx, id)
+			p.Release(id, time.Millisecond, Healthy)
+		}
+	}
+	top := p.Busiest(3, time.Second)
+	if len(top) != 3 || top[0].InFlight != 4 || top[0].ID != "sub_04" || top[2].InFlight != 4 {
+		t.Fatalf("busiest 3 = %+v, want three endpoints with 4 sends running, sub_04 first", top)
+	}
+	now = now.Add(2 * time.Minute)
+	p.Acquire(ctx, "sub_new") // sweeps
+	if got := len(p.Busiest(100, time.Hour)); got != 17 {
+		t.Fatalf("after two idle minutes the pool lists %d endpoints, want 17 (16 with sends running, the new one; the idle ones forgotten)", got)
+	}
+}
+
+func TestPool_BeforeTheFirstAnswerTurnedAwayDeliveriesAreSpacedByTheOldestSendsAge(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 8, Max: 2, Now: func() time.Time { return now }})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // turned away at once instead of waiting (real time does not pass here)
+	for range 2 {
+		if ok, _ := p.Acquire(ctx, "new"); !ok {
+			t.Fatal("send under the limit refused")
+		}
+	}
+	now = now.Add(3 * time.Second) // no answer yet after 3s: a send takes at least that
+	_, first := p.Acquire(ctx, "new")
+	_, second := p.Acquire(ctx, "new")
+	if got := first.Sub(now); got != 3*time.Second {
+		t.Errorf("first turned-away delivery comes back after %v, want 3s (the running send's age)", got)
+	}
+	if got := second.Sub(first); got != 1500*time.Millisecond {
+		t.Errorf("the next one %v later, want 1.5s (that age divided by the limit)", got)
+	}
+}
+
+func TestPool_ASlowEndpointHoldsItsShareBesideOthersAndAllButTheReserveAlone(t *testing.T) {
+	cfg := PoolConfig{Workers: 64}
+	cases := []struct {
+		fast, most int
+	}{
+		{1, 16}, // a quarter of the pool, though half of 56 is more
+		{5, 16},
+	}
+	for _, c := range cases {
+		models := []Model{constant(2 * time.Second)}
+		for range c.fast {
+			models = append(models, constant(time.Millisecond))
+		}
+		beside := Simulate(cfg, models, 30*time.Second, time.Second)
+		for _, p := range beside[0] {
+			if p.InFlight > c.most {
+				t.Fatalf("slow endpoint beside %d busy fast ones ran %d sends at %v, want %d at most", c.fast, p.InFlight, p.At, c.most)
+			}
+		}
+	}
+	alone := Simulate(cfg, []Model{constant(2 * time.Second)}, 30*time.Second, time.Second)
+	if p := last(alone[0]); p.InFlight != 64-64/8 {
+		t.Fatalf("slow endpoint alone runs %d sends, want all but the reserve (56)", p.InFlight)
+	}
+}
