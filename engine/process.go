@@ -267,7 +267,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		// stays null; ssrf_blocked is terminal and not counted.
 		return e.fail(h, o.message(), o.reason())
 	}
-	if err == nil && res.Outcome == transport.Delivered {
+	if o.accepted() {
 		return e.recordSuccess(h, o)
 	}
 	return e.recordFailure(h, o)

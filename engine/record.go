@@ -32,19 +32,36 @@ func (o outcome) message() string {
 	return o.res.Message
 }
 
-// reason is the reference service's metric reason for a failed send.
+// reason is the reference service's metric reason for a failed send, or
+// the transport's own reason for a non-HTTP answer (Result.Reason).
 func (o outcome) reason() string {
 	switch c := o.res.StatusCode; {
 	case o.blocked():
 		return "ssrf_blocked"
 	case o.err != nil:
 		return "transport_error"
+	case o.res.Reason != "":
+		// A non-HTTP protocol's own answer: "answered no", not "no answer".
+		return transport.AnswerReason(o.res)
 	case c >= 400 && c < 500:
 		return "http_4xx"
 	case c >= 500 && c < 600:
 		return "http_5xx"
 	}
 	return "transport_error"
+}
+
+// class is what the send means for the delivery, read by the one
+// definition every transport's conformance tests use (transport.Classify),
+// and the wait a throttling destination asked for.
+func (o outcome) class() (transport.Class, time.Duration) {
+	return transport.Classify(o.res, o.err)
+}
+
+// accepted reports a send the destination took.
+func (o outcome) accepted() bool {
+	c, _ := o.class()
+	return c == transport.Accepted
 }
 
 // sendOutcome classifies the send for Observer.Sent.
@@ -54,15 +71,20 @@ func (o outcome) sendOutcome() string {
 		return "blocked"
 	case o.err != nil:
 		return "error"
-	case o.res.Outcome == transport.Delivered:
+	}
+	switch c, _ := o.class(); c {
+	case transport.Accepted:
 		return "delivered"
-	case o.res.Outcome == transport.Throttled:
+	case transport.Throttle:
 		return "throttled"
 	}
 	return "failed"
 }
 
-func (o outcome) permanent() bool { return errors.Is(o.err, transport.ErrPermanent) }
+func (o outcome) permanent() bool {
+	c, _ := o.class()
+	return c == transport.Fatal
+}
 
 // blocked reports a send the destination policy refused (SSRF guard): the
 // subscription's URL, not its endpoint's health, is at fault, so like the
@@ -75,15 +97,13 @@ func (o outcome) blocked() bool { return errors.Is(o.err, transport.ErrBlocked) 
 // 408, 429, a throttle), errNotAttempted when the request could never have
 // worked (a permanent error says nothing about the endpoint's health).
 func (o outcome) breakerResult() error {
-	switch {
-	case o.err != nil && o.permanent():
+	switch c, _ := o.class(); {
+	case c == transport.Fatal:
 		return errNotAttempted
-	case o.err != nil:
+	case o.err != nil, c == transport.Throttle:
 		return errFailedAttempt
-	case o.res.Outcome == transport.Delivered:
+	case c == transport.Accepted:
 		return nil
-	case o.res.Outcome == transport.Throttled:
-		return errFailedAttempt
 	}
 	switch c := o.res.StatusCode; {
 	case c >= 500, c == 408, c == 429, c == 0:
@@ -266,8 +286,8 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	}
 
 	delay := policy.Delay(o.attempt)
-	if o.res.Outcome == transport.Throttled && o.res.RetryAfter > delay {
-		delay = min(o.res.RetryAfter, e.cfg.MaxRetryAfter)
+	if c, wait := o.class(); c == transport.Throttle && wait > delay {
+		delay = min(wait, e.cfg.MaxRetryAfter)
 	}
 	next := proto.MillisInstant(now.Add(delay))
 	wrote, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {

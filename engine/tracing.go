@@ -14,7 +14,6 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/telemetry"
 	"github.com/jetrelay/jetrelay/proto"
-	"github.com/jetrelay/jetrelay/transport"
 )
 
 // tracerName is the instrumentation scope of the engine's spans.
@@ -101,7 +100,7 @@ func endSend(span trace.Span, o outcome) {
 			span.SetAttributes(attribute.Int("http.response.status_code", o.res.StatusCode))
 		}
 		span.SetAttributes(attribute.String("jetrelay.send.outcome", o.sendOutcome()))
-		if o.err != nil || o.res.Outcome != transport.Delivered {
+		if !o.accepted() {
 			span.SetAttributes(attribute.String("error.type", o.reason()))
 			span.SetStatus(codes.Error, o.reason())
 		}

@@ -16,6 +16,17 @@ import (
 	"github.com/jetrelay/jetrelay/transport/natsink"
 )
 
+// withNatsink registers natsink for nats:// on the engine's connection.
+func withNatsink(t *testing.T) func(*transport.Registry, *nats.Conn) {
+	return func(reg *transport.Registry, nc *nats.Conn) {
+		sink, err := natsink.New(natsink.Config{Conn: nc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Register("nats", sink)
+	}
+}
+
 // The engine is transport-agnostic: a nats:// subscription gets the same
 // retries, breaker and recovery as a webhook. Its destination here is a
 // JetStream stream that is full (it refuses publishes) until the test
@@ -23,14 +34,8 @@ import (
 func TestBreaker_WorksTheSameForANATSSubscription(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{
-		engine: func(c *engine.Config) { c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second} },
-		transports: func(reg *transport.Registry, nc *nats.Conn) {
-			sink, err := natsink.New(natsink.Config{Conn: nc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg.Register("nats", sink)
-		},
+		engine:     func(c *engine.Config) { c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 2 * time.Second} },
+		transports: withNatsink(t),
 	})
 	ctx := context.Background()
 	st, err := e.js.CreateStream(ctx, jetstream.StreamConfig{

@@ -7,7 +7,8 @@ import (
 
 // Class is what an attempt's (Result, error) pair means for the delivery.
 // Transports never return a Class; they return a Result and an error, and
-// Classify reads them the way the engine does.
+// Classify reads them: it is the one reading, used by the engine and by the
+// conformance kit.
 type Class int
 
 // Classes of an attempt.

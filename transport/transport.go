@@ -76,6 +76,13 @@ type Result struct {
 	Latency    time.Duration // from the start of the send to the answer
 	RetryAfter time.Duration // the wait the destination asked for, 0 if none
 	Message    string        // short human summary, e.g. "HTTP 503"; empty on success
+	// Reason names an answer of a protocol that is not HTTP (a broker's
+	// refusal, a full queue), e.g. "nats_stream_full": it is the metric
+	// reason and trace error type of the failed send instead of the
+	// http_4xx/http_5xx the engine derives from StatusCode. A fixed,
+	// small set of constants per transport (see ValidReason); empty for
+	// HTTP answers and on success.
+	Reason string
 }
 
 // ErrPermanent marks an error that no retry can fix. Test with errors.Is.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/transport"
 )
 
 // The closed vocabularies of the labels the engine fills.
@@ -80,7 +81,7 @@ func (m *Metrics) succeeded(l engine.Labels, statusCode int, latency, age time.D
 // failed counts a failed send or a failure without a send. As in the
 // reference, a failure's latency is recorded only when positive.
 func (m *Metrics) failed(l engine.Labels, reason string, latency time.Duration) {
-	reason = oneOf(reason, failedReasons)
+	reason = m.failedReason(reason)
 	m.failedTotal.WithLabelValues(m.labels(l, reason)...).Inc()
 	if latency > 0 {
 		m.observeLatency(l, "failure", latency)
@@ -88,6 +89,23 @@ func (m *Metrics) failed(l engine.Labels, reason string, latency time.Duration) 
 	if reason == "boundary_skipped" {
 		m.boundary.WithLabelValues(m.eventTypes.value(l.EventType), m.categories.value(l.Category)).Inc()
 	}
+}
+
+// maxAnswerReasons caps the distinct transport answer reasons (nats_*, sqs_*,
+// a plugin's) that keep their own failed series.
+const maxAnswerReasons = 32
+
+// failedReason is reason as a label value: one of the engine's fixed
+// reasons, or a transport's answer reason (transport.ValidReason) among the
+// first maxAnswerReasons seen; Other otherwise.
+func (m *Metrics) failedReason(reason string) string {
+	if failedReasons[reason] {
+		return reason
+	}
+	if transport.ValidReason(reason) || reason == transport.ReasonOther {
+		return m.answers.value(reason)
+	}
+	return Other
 }
 
 func (m *Metrics) observeLatency(l engine.Labels, outcome string, latency time.Duration) {

@@ -54,6 +54,9 @@ type Metrics struct {
 	tenants    *capped
 	categories *capped
 	transports *capped
+	// answers are the transports' own reasons for a non-HTTP answer
+	// (transport.Result.Reason): constants of their code, capped anyway.
+	answers *capped
 
 	attempts       *prometheus.CounterVec
 	success        *prometheus.CounterVec
@@ -85,6 +88,7 @@ func New(opts Options) *Metrics {
 		tenants:    newCapped(opts.MaxTenants),
 		categories: newCapped(32),
 		transports: newCapped(32),
+		answers:    newCapped(maxAnswerReasons),
 	}
 	// The tenant label exists only when enabled, as upstream.
 	withTenant := func(labels ...string) []string {

@@ -230,7 +230,7 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 		return transport.Result{Outcome: transport.Delivered, Latency: latency}, nil
 	case errors.As(err, &apiErr):
 		r := transport.Result{Outcome: transport.Failed, StatusCode: apiErr.Code, Latency: latency,
-			Message: fmt.Sprintf("NATS %d: %s", apiErr.Code, apiErr.Description)}
+			Message: fmt.Sprintf("NATS %d: %s", apiErr.Code, apiErr.Description), Reason: refusalReason(apiErr)}
 		if apiErr.Code == 503 {
 			// A full stream with DiscardNew, or JetStream busy: slow down.
 			r.Outcome = transport.Throttled
@@ -239,6 +239,24 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 	}
 	return transport.Result{Latency: latency}, noAnswer(ctx, err)
 }
+
+// refusalReason names JetStream's refusal for metrics (Result.Reason).
+func refusalReason(e *jetstream.APIError) string {
+	switch {
+	case e.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return "nats_message_too_large"
+	case e.ErrorCode == jsErrCodeStreamStoreFailed && strings.Contains(e.Description, "exceeded"):
+		// A stream at a limit (max msgs, bytes, per subject) with DiscardNew.
+		return "nats_stream_full"
+	case e.Code == 503:
+		return "nats_unavailable"
+	}
+	return "nats_refused"
+}
+
+// jsErrCodeStreamStoreFailed is nats-server's JSStreamStoreFailedF, which
+// jetstream does not export: "maximum messages exceeded" and its kin.
+const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
 
 // noAnswer keeps the caller's cancellation visible to errors.Is.
 func noAnswer(ctx context.Context, err error) error {

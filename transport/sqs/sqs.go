@@ -157,9 +157,12 @@ func (t *Transport) Deliver(ctx context.Context, req *transport.Request) (transp
 	var respErr *smithyhttp.ResponseError
 	if errors.As(err, &apiErr) && errors.As(err, &respErr) && ctx.Err() == nil {
 		r := transport.Result{Outcome: transport.Failed, StatusCode: respErr.HTTPStatusCode(), Latency: latency,
-			Message: "SQS " + apiErr.ErrorCode() + ": " + apiErr.ErrorMessage()}
-		if throttling(apiErr.ErrorCode()) {
-			r.Outcome = transport.Throttled
+			Message: "SQS " + apiErr.ErrorCode() + ": " + apiErr.ErrorMessage(), Reason: "sqs_refused"}
+		switch code := apiErr.ErrorCode(); {
+		case throttling(code):
+			r.Outcome, r.Reason = transport.Throttled, "sqs_throttled"
+		case code == "AWS.SimpleQueueService.NonExistentQueue", code == "QueueDoesNotExist":
+			r.Reason = "sqs_queue_not_found"
 		}
 		return r, nil
 	}

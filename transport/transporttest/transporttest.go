@@ -169,10 +169,25 @@ func deliver(t *testing.T, tr transport.Transport, ctx context.Context, req *tra
 	}()
 	select {
 	case a := <-done:
+		checkReason(t, a.res, a.err)
 		return a.res, a.err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("Deliver did not return within 30s")
 		return transport.Result{}, nil
+	}
+}
+
+// checkReason checks a declared answer is well-formed: a Reason only on an
+// answer that was not an acceptance, and a metric-safe token
+// (transport.ValidReason), so metrics stay bounded.
+func checkReason(t *testing.T, res transport.Result, err error) {
+	t.Helper()
+	switch {
+	case res.Reason == "":
+	case err != nil || res.Outcome == transport.Delivered:
+		t.Errorf("Result.Reason %q on a send that got no answer or was delivered; a Reason names a refusal", res.Reason)
+	case !transport.ValidReason(res.Reason):
+		t.Errorf("Result.Reason %q is not a metric-safe token (transport.ValidReason)", res.Reason)
 	}
 }
 
