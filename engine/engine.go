@@ -89,8 +89,8 @@ func (c Config) withDefaults() Config {
 		c.DrainTimeout = 25 * time.Second
 	}
 	if c.AttemptTimeout <= 0 {
-		// About half of AckWait: an item may wait in the client's buffer
-		// behind one such send before its first keep-alive.
+		// About half of AckWait: an item may wait in the client's pull
+		// buffer behind one such send before it is kept alive.
 		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait/2+5*time.Second)
 	}
 	if c.InfraRetryMin <= 0 {
@@ -149,6 +149,7 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	alive     *keepAlive
+	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
 
@@ -190,18 +191,30 @@ func (e *Engine) Run(ctx context.Context) error {
 	aliveDone := make(chan struct{})
 	go func() { defer close(aliveDone); e.alive.run(workCtx) }()
 
-	work := make(chan jetstream.Msg)
+	work := newLanes(e.cfg.Workers)
 	var wg sync.WaitGroup
 	for range e.cfg.Workers {
 		wg.Go(func() {
-			for m := range work {
-				e.handle(workCtx, m)
+			for turn := 1; ; turn++ {
+				q, ok := work.next(turn)
+				if !ok {
+					return
+				}
+				if ctx.Err() != nil {
+					// Buffered but not started: hand it straight back so
+					// another replica can take it now rather than after
+					// AckWait.
+					q.withdraw()
+					release(q.m)
+					continue
+				}
+				e.handle(workCtx, q)
 			}
 		})
 	}
 
 	e.consume(ctx, work)
-	close(work)
+	work.close()
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -224,7 +237,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // consume feeds work from the durable consumer until ctx is done, opening
 // the consumer again whenever its message iterator closes underneath.
-func (e *Engine) consume(ctx context.Context, work chan<- jetstream.Msg) {
+func (e *Engine) consume(ctx context.Context, work *lanes) {
 	backoff := minReopen
 	for ctx.Err() == nil {
 		it, err := e.open(ctx)
@@ -256,10 +269,17 @@ func (e *Engine) consume(ctx context.Context, work chan<- jetstream.Msg) {
 				release(m)
 				continue
 			}
-			select {
-			case work <- m:
-			case <-ctx.Done():
+			back := comesBack(m)
+			q := queued{m: m, withdraw: e.alive.track(m)}
+			if !work.put(ctx, q, back) {
+				q.withdraw()
 				release(m)
+				continue
+			}
+			if back {
+				e.taken[laneBack].Add(1)
+			} else {
+				e.taken[laneNew].Add(1)
 			}
 		}
 		stopFetch()

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,5 +126,45 @@ func TestScaleOut_ASendSlowerThanAckWaitIsKeptAliveAndNotSentTwice(t *testing.T)
 	e.idle(t)
 	if n := requests.Load(); n != 1 {
 		t.Errorf("the receiver got %d requests; in-progress acks must keep a slow send from being redelivered", n)
+	}
+}
+
+func TestScaleOut_ADeliveryWaitingForAWorkerLongerThanAckWaitIsKeptAliveAndNotRedelivered(t *testing.T) {
+	t.Parallel()
+	// One worker, four slow receivers (1.5 s each, under AckWait): the
+	// third delivery waits ~3 s for the worker, more than AckWait (2 s),
+	// first in the consumer's hands and then in a lane.
+	var requests sync.Map // path → *atomic.Int32
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := requests.LoadOrStore(r.URL.Path, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		select {
+		case <-time.After(1500 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	e := newEnv(t, envOptions{handler: slow, ackWait: 2 * time.Second, timeout: 5 * time.Second,
+		engine: func(c *engine.Config) { c.Workers, c.AttemptTimeout = 1, 5*time.Second }})
+	var ids []string
+	for i := range 4 {
+		sub, _, _ := e.subscribe(t, fmt.Sprintf("/custom/slow-%d", i), nil, nil)
+		ids = append(ids, e.deliver(t, sub, e.event(), nil))
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+			t.Errorf("record = %s", rec.Raw)
+		}
+	}
+	e.idle(t)
+	for i := range 4 {
+		path := fmt.Sprintf("/custom/slow-%d", i)
+		if n, ok := requests.Load(path); !ok || n.(*atomic.Int32).Load() != 1 {
+			t.Errorf("%s got %v requests, want 1", path, n)
+		}
+	}
+	// A redelivery would come back through the back lane.
+	if w := e.engine.WorkStats(); w != (engine.WorkStats{New: 4}) {
+		t.Errorf("work handed to the workers = %+v, want the 4 deliveries once each: an item must be kept alive while it waits for a worker", w)
 	}
 }

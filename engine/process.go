@@ -28,9 +28,11 @@ const msgMissingSecret = "Webhook signing secret is missing; refusing unsigned d
 
 // handle processes one work item and settles it. It never panics the worker:
 // a panic in a transport is recovered and the item released for a retry.
-func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
+func (e *Engine) handle(ctx context.Context, q queued) {
+	m := q.m
 	md, err := m.Metadata()
 	if err != nil {
+		q.withdraw()
 		e.log.Error("work item without JetStream metadata", "err", err)
 		_ = m.Term()
 		return
@@ -38,21 +40,20 @@ func (e *Engine) handle(ctx context.Context, m jetstream.Msg) {
 	handlings := queue.Waits(m) + md.NumDelivered
 	if m.Headers().Get(queue.HeldCheckHeader) != "" {
 		subID := string(m.Data())
-		stop := e.alive.track(m)
 		s := e.checkHeld(ctx, subID, handlings)
-		stop()
+		q.withdraw()
 		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewHeldCheckMsg(e.cfg.Queue, subID, at) })
 		return
 	}
 	id, err := queue.DeliveryID(m)
 	if err != nil {
+		q.withdraw()
 		e.quarantineItem(ctx, m, err)
 		return
 	}
 	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id)}
-	stop := e.alive.track(m)
 	s := e.safeProcess(h)
-	stop()
+	q.withdraw()
 	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewScheduleMsg(e.cfg.Queue, id, at) })
 }
 
