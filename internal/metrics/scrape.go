@@ -161,6 +161,18 @@ func (m *Metrics) WatchBreakers(stats func() engine.BreakerStats) {
 	}})
 }
 
+// WatchWork reports the work items this replica's consumer handed to its
+// workers, by lane (engine.WorkStats): new work, and work that came back
+// (fired wake-ups, redeliveries). Call it at most once.
+func (m *Metrics) WatchWork(stats func() engine.WorkStats) {
+	d := prometheus.NewDesc("jetrelay_engine_work_items_total", "Work items handed to this replica's workers, by lane: new (first handlings) or back (fired wake-ups and redeliveries).", []string{"lane"}, nil)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{d}, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		counterValue(ch, d, s.New, "new")
+		counterValue(ch, d, s.Back, "back")
+	}})
+}
+
 // WatchReadiness reports each /readyz check, run at scrape time with all
 // checks at once under ScrapeTimeout. Call it at most once.
 func (m *Metrics) WatchReadiness(checks map[string]mgmt.Check) {
