@@ -118,16 +118,18 @@ type phaseResult struct {
 	peakAckPending int
 	warnings       map[string]int
 	timeline       []workSample
+	streamStart    time.Time // when the healthy stream (and the timeline) started
 }
 
 // healthyResult is the healthy subscriptions' side of a phase.
 type healthyResult struct {
-	expected, succeeded, received int
-	throughput                    float64       // SUCCESS records per second, first enqueue → last completed_at
-	span                          time.Duration // first enqueue → last completed_at
-	p50, p95, p99, max            time.Duration // enqueue → receipt at the receiver
-	emitLag                       time.Duration // worst lag of the load generator behind its schedule
-	complete                      bool
+	expected, succeeded int
+	throughput          float64          // SUCCESS records per second, first enqueue → last completed_at
+	span                time.Duration    // first enqueue → last completed_at
+	p50, p95, p99, max  time.Duration    // enqueue → receipt at the receiver
+	received            []healthyLatency // every healthy delivery's, in no order
+	emitLag             time.Duration    // worst lag of the load generator behind its schedule
+	complete            bool
 }
 
 func (h healthyResult) line() string {
@@ -208,7 +210,8 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 	peakAck := env.consumerPeak(sampleCtx, 250*time.Millisecond)
 	heapPeak := sampleHeap(sampleCtx, 250*time.Millisecond)
 
-	timeline := env.timeline(sampleCtx, time.Second, func() int {
+	res.streamStart = time.Now()
+	timeline := env.timeline(sampleCtx, res.streamStart, time.Second, func() int {
 		n := 0
 		for _, ep := range endpoints {
 			n += ep.Stats().Unique
@@ -373,15 +376,22 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 			}
 			seen[d.EventID] = true
 			lat = append(lat, d.At.Sub(t0))
+			h.received = append(h.received, healthyLatency{emitted: t0, latency: d.At.Sub(t0)})
 		}
 	}
-	h.received = len(lat)
 	slices.Sort(lat)
 	h.p50, h.p95, h.p99 = percentile(lat, 0.50), percentile(lat, 0.95), percentile(lat, 0.99)
 	if len(lat) > 0 {
 		h.max = lat[len(lat)-1]
 	}
 	return h, nil
+}
+
+// healthyLatency is when a healthy delivery was emitted and how long it took to
+// reach its receiver.
+type healthyLatency struct {
+	emitted time.Time
+	latency time.Duration
 }
 
 // percentile is the nearest-rank percentile of sorted durations.

@@ -9,8 +9,8 @@ const isolationMechanisms = `
 Every replica runs a fixed pool of workers (` + "`JETRELAY_WORKERS`" + `) fed by one
 JetStream consumer whose ` + "`MaxAckPending`" + ` bounds the work items out at once
 (being sent, or waiting in a delayed nak). A bad endpoint can hurt the others
-only by taking workers or ack-pending slots away from them; three mechanisms
-stop that.
+only by taking workers or ack-pending slots away from them, or by making
+them queue behind its own work; four mechanisms stop that.
 
 - **Adaptive per-subscription in-flight limit** (bounded by
   ` + "`JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION`" + `, default no bound but the
@@ -46,10 +46,17 @@ stop that.
   Deliveries of an inactive (auto-disabled) subscription are held as stored
   messages until it is re-enabled. Only retry backoffs up to this long stay
   delayed naks (and hold a slot).
+- **Two lanes.** The server fires wake-ups on a 250 ms timer, so put-offs
+  come back in bursts of hundreds, most of them only to be put off again.
+  Each replica hands new work to its workers before work that comes back
+  (fired wake-ups, redeliveries), which keeps every fourth pick of each
+  worker, so a healthy delivery waits for a free worker, not for the burst.
+  The timeline above shows the rate of work coming back next to the healthy
+  p99 of each period.
 
-What remains shared is the machine: every put-off still costs a fetch, a
-Redis read and a nak or a park, and the bridge moves every queued delivery
-through JetStream. The table above shows what that costs the healthy
+What remains shared is the machine: every put-off still costs a fetch,
+Redis reads, a record write and a schedule, and the bridge moves every
+queued delivery through JetStream. The table above shows what that costs the healthy
 subscriptions here.
 
 ### Reading the bad subscriptions' row

@@ -81,7 +81,7 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 		o.healthySubs, o.rate, ms(o.healthyEvery()), o.duration, o.slowDelay, o.badDeliveries, o.before*100)
 	fmt.Fprintf(&doc, "## Result\n\n%s\n%s\n", verdictLine(tputOK, p99OK, ratio, b), summary)
 	fmt.Fprintf(&doc, "## Where the work stood during phase B\n\nSampled every second from the start of the healthy stream (every %s row shown).\n\n%s\n",
-		"second", timelineTable(b.timeline, 2))
+		"second", timelineTable(b.timeline, 2, b.streamStart, b.healthy.received))
 	doc.WriteString(isolationMechanisms)
 	return &benchReport{title: "Isolation benchmark: one dead, one black-holed and one slow endpoint next to healthy subscriptions", summary: summary, doc: doc.String()}
 }
