@@ -269,8 +269,9 @@ func (e *Engine) consume(ctx context.Context, work *lanes) {
 				release(m)
 				continue
 			}
-			back := comesBack(m)
 			q := queued{m: m, withdraw: e.alive.track(m)}
+			q.md, _ = m.Metadata()
+			back := q.comesBack()
 			if !work.put(ctx, q, back) {
 				q.withdraw()
 				release(m)

@@ -36,10 +36,12 @@ type lanes struct {
 	fresh, back chan queued
 }
 
-// queued is a buffered work item and the function that stops keeping it
-// alive (keepAlive.track).
+// queued is a buffered work item, its metadata (nil when it has none:
+// handle terms it) and the function that stops keeping it alive
+// (keepAlive.track).
 type queued struct {
 	m        jetstream.Msg
+	md       *jetstream.MsgMetadata
 	withdraw func()
 }
 
@@ -69,14 +71,10 @@ func newLanes(workers int) *lanes {
 	return &lanes{fresh: make(chan queued, workers), back: make(chan queued, backDepth*workers)}
 }
 
-// comesBack says whether m is work that comes back rather than new work.
+// comesBack says whether q is work that comes back rather than new work.
 // An item without metadata goes into the new lane (handle terms it).
-func comesBack(m jetstream.Msg) bool {
-	if m.Headers().Get(schedulerHeader) != "" {
-		return true
-	}
-	md, err := m.Metadata()
-	return err == nil && md.NumDelivered > 1
+func (q queued) comesBack() bool {
+	return q.m.Headers().Get(schedulerHeader) != "" || q.md != nil && q.md.NumDelivered > 1
 }
 
 // put buffers q in its lane, waiting for room until ctx is done.

@@ -29,10 +29,10 @@ const msgMissingSecret = "Webhook signing secret is missing; refusing unsigned d
 // handle processes one work item and settles it. It never panics the worker:
 // a panic in a transport is recovered and the item released for a retry.
 func (e *Engine) handle(ctx context.Context, q queued) {
-	m := q.m
-	md, err := m.Metadata()
-	if err != nil {
+	m, md := q.m, q.md
+	if md == nil {
 		q.withdraw()
+		_, err := m.Metadata()
 		e.log.Error("work item without JetStream metadata", "err", err)
 		_ = m.Term()
 		return
