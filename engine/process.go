@@ -134,8 +134,8 @@ func (e *Engine) process(h *handling) settlement {
 	// An unreadable event or subscription record is left for recovery, as
 	// upstream since 0.1.25.18 (not turned into "not found"): an operator
 	// can repair it, and the stale cutoff ends the wait.
-	if errors.Is(b.EventErr, store.ErrCorrupt) || errors.Is(b.SubscriptionErr, store.ErrCorrupt) {
-		return e.infraRetry(h, errors.Join(b.EventErr, b.SubscriptionErr))
+	if errors.Is(b.EventErr, store.ErrCorrupt) || errors.Is(b.SubscriptionErr, store.ErrCorrupt) || b.SettingsErr != nil {
+		return e.infraRetry(h, errors.Join(b.EventErr, b.SubscriptionErr, b.SettingsErr))
 	}
 	// The reference's messages are kept as they are (dashboards and admin
 	// users match on them).

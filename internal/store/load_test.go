@@ -61,7 +61,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // instead of going through the autopipeliner.
 type otherClient struct{ *redis.Client }
 
-func TestLoad_FetchesEventSubscriptionAndSecretInOneRoundTrip(t *testing.T) {
+func TestLoad_FetchesEventSubscriptionSecretAndSettingsInOneRoundTrip(t *testing.T) {
 	t.Run("autopipelined", func(t *testing.T) {
 		st, c, _ := newStore(t)
 		if st.hot == nil {
@@ -98,8 +98,10 @@ func testLoadInOneRoundTrip(t *testing.T, st *Store, c *redis.Client) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if len(trips.gets) != 1 || len(trips.gets[0]) != 3 {
-		t.Errorf("Load's GETs per round trip = %v, want all three in one", trips.gets)
+	// Four keys (the settings record absent, as for most subscriptions),
+	// in one round trip: an absent settings record costs no second look.
+	if len(trips.gets) != 1 || len(trips.gets[0]) != 4 {
+		t.Errorf("Load's GETs per round trip = %v, want all four in one", trips.gets)
 	}
 	if b.EventErr != nil || string(b.EventRaw) != storedEvent || b.Event.EventType != "budget.exhausted" {
 		t.Errorf("event = %s, %+v, err %v", b.EventRaw, b.Event, b.EventErr)

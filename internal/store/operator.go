@@ -96,7 +96,7 @@ func (s *Store) Deliveries(ctx context.Context, ids []string) ([]DeliveryResult,
 	for i, id := range ids {
 		keys[i] = DeliveryKey(id)
 	}
-	vals, errs := s.read(ctx, keys...)
+	vals, errs := s.read(ctx, len(keys), keys...)
 	for i, id := range ids {
 		out[i].ID = id
 		if isInfra(errs[i]) {

@@ -68,9 +68,16 @@ type Bundle struct {
 	// "enc:…" when encrypted. HasSecret is false only when the key is absent.
 	Secret    string
 	HasSecret bool
+
+	// Settings are jetrelay's own settings of the subscription
+	// (jetrelay:subscription:{id}); all defaults when it has none.
+	// SettingsErr is nil or a *CorruptError.
+	Settings    *proto.SubscriptionSettings
+	SettingsErr error
 }
 
-// Load fetches the event, subscription and secret of d in one round trip.
+// Load fetches the event, subscription, secret and jetrelay settings of d in
+// one round trip.
 // Its error is non-nil only when Redis could not answer (down, timeout) or
 // when the secret key holds something other than a string: a secret that
 // exists but cannot be read must stop the send (fail closed) rather than
@@ -80,7 +87,10 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		return nil, errors.New("store: load: nil delivery")
 	}
 	eventKey, subKey, secretKey := EventKey(d.EventID), SubscriptionKey(d.SubscriptionID), SecretKey(d.SubscriptionID)
-	vals, errs := s.read(ctx, eventKey, subKey, secretKey)
+	settingsKey := SettingsKey(d.SubscriptionID)
+	// The settings record is optional and absent for most subscriptions: it
+	// must not cost the second look a missing record gets.
+	vals, errs := s.read(ctx, 3, eventKey, subKey, secretKey, settingsKey)
 
 	b := &Bundle{}
 	var err error
@@ -96,6 +106,17 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 		b.Secret, b.HasSecret = string(secret), true
 	case !errors.Is(secretErr, ErrNotFound):
 		return nil, secretErr
+	}
+	b.Settings = &proto.SubscriptionSettings{}
+	switch settingsErr := errs[3]; {
+	case settingsErr == nil:
+		if set, err := parseSettings(settingsKey, vals[3]); err != nil {
+			b.SettingsErr = err
+		} else {
+			b.Settings = set
+		}
+	case isInfra(settingsErr):
+		return nil, settingsErr
 	}
 
 	if b.EventErr == nil {
@@ -122,8 +143,10 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 // flush for more from this caller. MGET answers nil both for a missing key
 // and for a key of another type, so only those keys are read again with GET
 // (a second round trip only when something is missing) to tell ErrNotFound
-// from a *CorruptError. errs[i] is nil, one of those, or the Redis error.
-func (s *Store) read(ctx context.Context, keys ...string) ([][]byte, []error) {
+// from a *CorruptError. Keys from index optional on are jetrelay's own
+// optional records: nil there means absent (ErrNotFound) without a second
+// look. errs[i] is nil, one of those, or the Redis error.
+func (s *Store) read(ctx context.Context, optional int, keys ...string) ([][]byte, []error) {
 	vals := make([][]byte, len(keys))
 	errs := make([]error, len(keys))
 	var cmd *redis.SliceCmd
@@ -145,9 +168,12 @@ func (s *Store) read(ctx context.Context, keys ...string) ([][]byte, []error) {
 	}
 	var again []int
 	for i, v := range res {
-		if str, ok := v.(string); ok {
+		switch str, ok := v.(string); {
+		case ok:
 			vals[i] = []byte(str)
-		} else {
+		case i >= optional:
+			errs[i] = fmt.Errorf("%s: %w", strconv.Quote(keys[i]), ErrNotFound)
+		default:
 			again = append(again, i)
 		}
 	}
