@@ -70,8 +70,8 @@ func TestPayloadViolations_FlagsTheReferenceValidatorsRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := good()
 			c.change(ev)
-			if got := payloadViolations(ev); !slices.Equal(got, c.want) {
-				t.Errorf("payloadViolations = %v, want %v", got, c.want)
+			if got := proto.PayloadViolations(ev); !slices.Equal(got, c.want) {
+				t.Errorf("PayloadViolations = %v, want %v", got, c.want)
 			}
 		})
 	}

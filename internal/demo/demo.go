@@ -161,7 +161,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		}
 		sub := admin.Subscription{
 			TenantID: tenant, Name: "demo " + d.name, URL: url,
-			EventTypes: []string{"budget.exhausted"}, RetryPolicy: &fast, DisableAfterFailures: 3,
+			EventTypes: []string{"budget.exhausted"}, RetryPolicy: &fast, DisableAfterFailures: deadDisableAfter,
 		}
 		if d.dead {
 			// No retries: each delivery fails at its first error, so the
@@ -246,11 +246,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 	return summary(ctx, out, s.Redis(), st, subs)
 }
 
+// deadDisableAfter is every demo subscription's disable_after_failures: low,
+// so the dead one is disabled within the tour.
+const deadDisableAfter = 3
+
 // summary prints what each subscription's deliveries ended as.
 func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Store, subs []*demoSub) error {
 	tw := tabwriter.NewWriter(out.w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBSCRIPTION\tDELIVERIES\tSUCCESS\tFAILED\tHELD\tSENDS\tRECEIVER (unique / duplicates / bad signatures)\tSTATUS")
 	inactive := map[string]bool{}
+	deadFailed := 0
 	for _, d := range subs {
 		var ok, failed, held, sends int
 		var lastErr string
@@ -285,6 +290,9 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 				status = fmt.Sprintf("%s (consecutive_failures=%d)", sub.Status, sub.ConsecutiveFailures)
 			}
 		}
+		if d.dead {
+			deadFailed = failed
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.name, len(d.deliveries), ok, failed, held, sends, recv, status)
 		if lastErr != "" {
 			defer out.f("  %s: last error_message %q\n", d.name, lastErr)
@@ -294,9 +302,14 @@ func summary(ctx context.Context, out *printer, rdb *redis.Client, st *store.Sto
 	out.f("\nEvery send was signed (HMAC-SHA256 over the stored event bytes) and carried X-Cycles-Event-Id,\n" +
 		"X-Cycles-Trace-Id and traceparent. The flaky endpoint's failures opened its circuit breaker: its\n" +
 		"deliveries waited, without using up attempts, until a probe found it back, then all went out.\n" +
-		"The dead one failed its deliveries and, after 3 of them, was auto-disabled (a webhook.disabled\n" +
-		"event was saved). Its remaining deliveries are HELD, unsent, in JetStream: re-enable the\n" +
-		"subscription (status ACTIVE) and they go out; otherwise they fail once older than MAX_DELIVERY_AGE_MS.\n")
+		"The dead one's third failed delivery auto-disabled it (disable_after_failures 3; a webhook.disabled\n" +
+		"event was saved).")
+	if extra := deadFailed - deadDisableAfter; extra > 0 {
+		out.f(" The other %d FAILED were sends already in flight when it was disabled: each failed on\n"+
+			"its own answer, but none counted past the threshold (consecutive_failures stays %d).", extra, deadDisableAfter)
+	}
+	out.f("\nIts remaining deliveries are HELD, unsent, in JetStream: re-enable the subscription (status\n" +
+		"ACTIVE) and they go out; otherwise they fail once older than MAX_DELIVERY_AGE_MS.\n")
 	return nil
 }
 

@@ -216,7 +216,7 @@ func eventsEmit(ctx context.Context, args []string, o IO) error {
 	var data string
 	c.fs.StringVar(&r.TenantID, "tenant", "", "tenant the event belongs to (required; __system__ for admin-plane events)")
 	c.fs.StringVar(&r.EventType, "type", "", "event type, e.g. budget.exhausted (required)")
-	c.fs.StringVar(&data, "data", "", `event data, a JSON object, e.g. '{"budget_id":"b1"}'`)
+	c.fs.StringVar(&data, "data", "", `event data, a JSON object, e.g. '{"ledger_id":"led_1","budget_id":"b_1"}'`)
 	c.fs.StringVar(&r.Scope, "scope", "", "event scope, matched against subscriptions' scope filters")
 	c.fs.StringVar(&r.CorrelationID, "correlation-id", "", "correlation id (indexed under events:correlation:{id})")
 	c.fs.StringVar(&r.TraceID, "trace-id", "", "trace id (32 hex) for the event and its deliveries")
@@ -228,13 +228,16 @@ func eventsEmit(ctx context.Context, args []string, o IO) error {
 		return fmt.Errorf("events emit: unexpected argument %q", pos[0])
 	}
 	if r.EventType == "" {
-		return fmt.Errorf("events emit: %w: --type is required", ErrBadFilter)
+		return fmt.Errorf("events emit: %w: --type is required", ErrBadArgument)
 	}
 	if data != "" {
 		if !json.Valid([]byte(data)) {
-			return fmt.Errorf("events emit: %w: --data is not valid JSON", ErrBadFilter)
+			return fmt.Errorf("events emit: %w: --data is not valid JSON", ErrBadArgument)
 		}
 		r.Data = json.RawMessage(data)
+	}
+	for _, w := range EmitWarnings(r) {
+		fmt.Fprintln(o.Stderr, "warning:", w)
 	}
 	t, closeAll, err := c.open(ctx, cfg, false)
 	if err != nil {

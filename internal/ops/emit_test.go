@@ -81,12 +81,37 @@ func TestEmit_ExplainsWhenNoSubscriptionMatchesAndRefusesBadInput(t *testing.T) 
 		{"--tenant", "acme", "--type", "budget.exhausted", "--trace-id", "xyz"},
 	} {
 		_, _, err := e.cli(t, nil, append([]string{"events", "emit"}, args...)...)
-		if !errors.Is(err, ops.ErrBadFilter) {
-			t.Errorf("%v: err = %v, want a clear refusal", args, err)
+		if !errors.Is(err, ops.ErrBadArgument) || strings.Contains(err.Error(), "filter") {
+			t.Errorf("%v: err = %v, want a clear refusal naming a bad argument", args, err)
 		}
 	}
 	// Only the first, valid emit stored an event.
 	if n, _ := e.redis.Client.ZCard(context.Background(), "events:_all").Result(); n != 1 {
 		t.Fatalf("events:_all has %d events; the refused emits must write nothing", n)
+	}
+}
+
+func TestEmit_WarnsAboutWhatTheReferenceValidatorWouldFlag(t *testing.T) {
+	e := newOpsEnv(t)
+	// An unknown type and a budget event without its ledger: emitted (the
+	// engine delivers them, as the reference does), but said out loud.
+	_, stderr, err := e.cli(t, nil, "events", "emit", "--tenant", "acme", "--type", "no.such.type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, `warning: "no.such.type" is not a Cycles event type`) {
+		t.Errorf("no warning for an unknown type; stderr:\n%s", stderr)
+	}
+	_, stderr, err = e.cli(t, nil, "events", "emit", "--tenant", "acme", "--type", "budget.exhausted", "--data", `{"budget_id":"b_1"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "warning: budget events carry data.ledger_id") {
+		t.Errorf("no warning for a budget event without ledger_id; stderr:\n%s", stderr)
+	}
+	// The README's example is valid: nothing to warn about.
+	_, stderr, err = e.cli(t, nil, "events", "emit", "--tenant", "acme", "--type", "budget.exhausted", "--data", `{"ledger_id":"led_1","budget_id":"b_1","remaining":0}`)
+	if err != nil || strings.Contains(stderr, "warning") {
+		t.Errorf("a valid event warned or failed: %v\n%s", err, stderr)
 	}
 }
