@@ -80,6 +80,9 @@ func TestAutoDisable_ADeadEndpointIsDisabledOnTheReferenceTimelineAndReleasedWhe
 		if msg := rec.ErrorMessage; msg == nil || *msg != "HTTP 503" {
 			t.Errorf("%s failed with %v, want the endpoint's answer HTTP 503 (never expired)", id, msg)
 		}
+		if rec.Attempts < 1 {
+			t.Errorf("%s FAILED without a send of its own: the breaker's answer to another delivery is stale evidence", id)
+		}
 	}
 	s := e.subscription(t, sub)
 	if s.ConsecutiveFailures != 10 {

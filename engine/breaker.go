@@ -74,21 +74,12 @@ type breakers struct {
 }
 
 type breaker struct {
-	id         string
-	cb         *gobreaker.TwoStepCircuitBreaker[struct{}]
-	trips      atomic.Int32 // consecutive openings without a close
-	openUntil  atomic.Int64 // unix nanos; 0 when not open
-	openedAt   atomic.Int64 // unix nanos of the first of those openings; 0 when closed
-	lastAnswer atomic.Pointer[answer]
-	lastUsed   time.Time // guarded by breakers.mu
-}
-
-// answer is what the endpoint said to the last failed send: the status
-// (0 when it did not answer) and the delivery's error_message for it. A
-// delivery failed at the breaker without a send of its own is failed with it.
-type answer struct {
-	status  int
-	message string
+	id        string
+	cb        *gobreaker.TwoStepCircuitBreaker[struct{}]
+	trips     atomic.Int32 // consecutive openings without a close
+	openUntil atomic.Int64 // unix nanos; 0 when not open
+	openedAt  atomic.Int64 // unix nanos of the first of those openings; 0 when closed
+	lastUsed  time.Time    // guarded by breakers.mu
 }
 
 func newBreakers(cfg BreakerConfig) *breakers {
@@ -114,39 +105,30 @@ func (s *breakers) admit(id string, now time.Time) (done func(error), wait time.
 	return done, time.Time{}, true
 }
 
-// failed notes the endpoint's answer to a failed send to subscription id.
-func (s *breakers) failed(id string, a answer) {
-	s.mu.Lock()
-	e, ok := s.m[id]
-	s.mu.Unlock()
-	if ok {
-		e.Value.(*breaker).lastAnswer.Store(&a)
+// lastChance lets a delivery whose retry schedule has ended (scheduleEnd)
+// through subscription id's open breaker for its one send of its own: a
+// breaker spares an endpoint, it never fails a delivery on another's
+// answer. The send is not the breaker's probe and a failure leaves the
+// open period as it is (the endpoint is known to be down); a success is
+// fresh evidence that it is up, and closes the breaker.
+func (s *breakers) lastChance(id string) func(error) {
+	return func(result error) {
+		if result != nil {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if e, ok := s.m[id]; ok && e.Value.(*breaker).openedAt.Load() != 0 {
+			s.remove(e) // the next admit starts a closed breaker
+		}
 	}
 }
 
-// lastAnswer is the endpoint's answer to the last failed send to
-// subscription id this replica saw, if any.
-func (s *breakers) lastAnswer(id string) (answer, bool) {
-	s.mu.Lock()
-	e, ok := s.m[id]
-	s.mu.Unlock()
-	if !ok {
-		return answer{}, false
-	}
-	a := e.Value.(*breaker).lastAnswer.Load()
-	if a == nil {
-		return answer{}, false
-	}
-	return *a, true
-}
-
-// closeIfChanged closes subscription id's breaker when the subscription
-// record was updated (updated_at) after the breaker first opened: admin
-// writes updated_at when an operator re-enables a subscription (or changes
-// its URL), and that must give the endpoint a fresh start on every replica,
-// which each notices at its next handling of the subscription's deliveries.
-// jetrelay's own writes (failure counts, auto-disable) never touch
-// updated_at.
+// closeIfChanged closes subscription id's breaker when an operator acted
+// on the subscription after the breaker first opened (Engine.freshEvidence
+// names the signals): that must give the endpoint a fresh start on every
+// replica, which each notices at its next handling of the subscription's
+// deliveries.
 func (s *breakers) closeIfChanged(id string, updatedAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

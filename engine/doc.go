@@ -16,8 +16,10 @@
 // disabled subscription is held as a stored message and released by the
 // subscription's held-check (held.go). Per-subscription circuit breakers
 // (breaker.go) mirror auto-disable: they hold a delivery back at most until
-// its retry schedule would have ended, then fail it with the endpoint's last
-// answer, counting toward consecutive_failures.
+// its retry schedule would have ended, then let it through for one
+// last-chance send whose own answer alone can fail it (never another
+// delivery's), counting toward consecutive_failures. An operator's redrive
+// closes them (evidence.go).
 //
 // Each handling of a work item is one value (handling.go), and each
 // decision is reported in one place (report.go) to the Observer, the

@@ -170,18 +170,18 @@ func (e *Engine) process(h *handling) settlement {
 			b.Event.EventType, b.Event.Category), "boundary_skipped")
 	}
 
-	if sub.UpdatedAt != nil {
-		e.breakers.closeIfChanged(d.SubscriptionID, sub.UpdatedAt.Time)
-	}
+	e.freshEvidence(d, sub)
 	adm, wait, ok := e.admit(ctx, d.SubscriptionID, h.now)
-	if !ok {
-		if wait.reason == reasonBreakerOpen {
-			if end := e.scheduleEnd(h); !h.now.Before(end) {
-				return e.giveUp(h)
-			} else if wait.until.After(end) {
-				wait.until = end
-			}
+	if !ok && wait.reason == reasonBreakerOpen {
+		if end := e.scheduleEnd(h); !h.now.Before(end) {
+			// Its schedule ended while the breaker held it: it gets its
+			// one send now, and only its own answer can fail it.
+			adm, wait, ok = e.admitLastChance(ctx, d.SubscriptionID, h.now)
+		} else if wait.until.After(end) {
+			wait.until = end
 		}
+	}
+	if !ok {
 		return e.wait(h, wait.until, wait.reason)
 	}
 	defer adm.close()
@@ -254,7 +254,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		// Metrics name no transport for an unregistered scheme.
 		scheme = ""
 	}
-	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID}
+	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, lastChance: adm.lastChance}
 	endSend(send, o)
 	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
 	if ctx.Err() != nil && err != nil {

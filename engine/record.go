@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -21,6 +20,9 @@ type outcome struct {
 	res     transport.Result
 	err     error
 	traceID string // the event's trace_id, copied into a delivery that has none
+	// lastChance marks a send through an open breaker at the end of the
+	// delivery's schedule (admitLastChance): a failure is final.
+	lastChance bool
 }
 
 // message is the delivery's error_message for a failed send: "HTTP <code>"
@@ -220,19 +222,11 @@ func countFailure(sub *proto.Subscription, now time.Time) (store.Patch, bool) {
 //
 // ev, when not nil, is saved in the same atomic write
 // (system.webhook_delivery_failed).
-//
-// unsent marks a failure without a send of its own (giveUp): when the
-// subscription turned inactive meanwhile (another delivery's failure just
-// disabled it), the delivery is held for it instead, as every later one is.
-func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg string, latency time.Duration, ev *store.NewEvent, dp func(cur *proto.Delivery) store.Patch) settlement {
+func (e *Engine) finalFailure(h *handling, counts bool, reason, msg string, latency time.Duration, ev *store.NewEvent, dp func(cur *proto.Delivery) store.Patch) settlement {
 	now := time.Now()
-	var disabled, inactive *proto.Subscription
+	var disabled *proto.Subscription
 	wrote, err := e.writeAndSave(h, h.b.SubscriptionRaw, ev, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {
-		disabled, inactive = nil, nil
-		if unsent && sub != nil && sub.Status != proto.SubscriptionActive {
-			inactive = sub
-			return nil, nil, nil
-		}
+		disabled = nil
 		p := dp(cur)
 		if p == nil {
 			return nil, nil, nil
@@ -249,9 +243,6 @@ func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg stri
 	})
 	if settled, s := e.afterWrite(h, err); settled {
 		return s
-	}
-	if inactive != nil {
-		return e.hold(h, "subscription_"+strings.ToLower(string(inactive.Status)))
 	}
 	if !wrote {
 		return ack()
@@ -271,9 +262,9 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	now := time.Now()
 	policy := h.sub().Policy()
 	h.log = h.log.With("status_code", o.res.StatusCode)
-	if o.permanent() || policy.Exhausted(o.attempt) {
+	if o.permanent() || policy.Exhausted(o.attempt) || o.lastChance {
 		ev := e.deliveryFailedEvent(h, o.attempt, o.res.StatusCode, o.message())
-		return e.finalFailure(h, !o.blocked(), false, o.reason(), o.message(), o.res.Latency, ev, func(cur *proto.Delivery) store.Patch {
+		return e.finalFailure(h, !o.blocked(), o.reason(), o.message(), o.res.Latency, ev, func(cur *proto.Delivery) store.Patch {
 			if o.superseded(cur) {
 				return nil
 			}
@@ -309,45 +300,6 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	}
 	e.report(h, Decision{Kind: Retrying, Reason: o.reason(), Latency: o.res.Latency}, next, o.message(), "retry_in", delay)
 	return e.wait(h, next, reasonRetry)
-}
-
-// giveUp fails a delivery whose retry schedule ran out while its
-// subscription's breaker stayed open (scheduleEnd), with the endpoint's last
-// answer: its own last one, or the last one this replica's breaker saw for
-// the subscription when the delivery never got a send. It counts toward
-// consecutive_failures like an exhausted retry schedule, so a dead endpoint
-// is auto-disabled on the reference's timeline.
-func (e *Engine) giveUp(h *handling) settlement {
-	d := h.delivery()
-	a := answer{message: "Circuit breaker open: endpoint failing"}
-	if last, ok := e.breakers.lastAnswer(d.SubscriptionID); ok {
-		a = last
-	}
-	if d.ErrorMessage != nil && *d.ErrorMessage != "" {
-		a.message = *d.ErrorMessage
-		a.status = 0
-		if d.ResponseStatus != nil {
-			a.status = *d.ResponseStatus
-		}
-	}
-	reason := outcome{res: transport.Result{StatusCode: a.status}}.reason()
-	now := time.Now()
-	ev := e.deliveryFailedEvent(h, d.Attempts, a.status, a.message)
-	return e.finalFailure(h, true, true, reason, a.message, 0, ev, func(cur *proto.Delivery) store.Patch {
-		if cur.Status.Terminal() || cur.Attempts != d.Attempts {
-			return nil // final already, or a send happened meanwhile
-		}
-		p := store.Patch{
-			{Name: "status", Value: proto.DeliveryFailed},
-			{Name: "completed_at", Value: now},
-			{Name: "error_message", Value: a.message},
-			{Name: "next_retry_at", Value: nil},
-		}
-		if cur.ResponseStatus == nil && a.status != 0 {
-			p = append(p, store.Field{Name: "response_status", Value: a.status})
-		}
-		return p
-	})
 }
 
 // fail marks the delivery FAILED without a send (stale, missing event or

@@ -62,8 +62,10 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 // every attempt been made: its first attempt (attempted_at, its creation)
 // plus the sum of its policy's delays, plus one open period of the breaker.
 // A breaker may hold a delivery back until then, never longer (DESIGN
-// decision 8): the reference fails a dead endpoint's deliveries on that
-// timeline, and auto-disable counts on it.
+// decision 8): the delivery then gets its last-chance send
+// (admitLastChance), because the reference fails a dead endpoint's
+// deliveries on that timeline and auto-disable counts on it. The open
+// period added is the first one, not the one the breaker has doubled to.
 func (e *Engine) scheduleEnd(h *handling) time.Time {
 	stale := e.staleAt(h)
 	end := attemptedAt(h.delivery(), h.now).Add(e.cfg.Breaker.OpenFor)

@@ -92,6 +92,11 @@ type Delivery struct {
 	// subscription is ACTIVE again). Null once it is sent or final. Admin
 	// ignores fields it does not know.
 	Waiting *string `json:"jetrelay_waiting,omitempty"`
+	// RequeuedAt is when an operator last requeued the delivery
+	// (`jetrelay deliveries requeue`). A redrive is fresh evidence about
+	// the endpoint: an engine whose breaker for the subscription opened
+	// before it closes it. Admin ignores fields it does not know.
+	RequeuedAt *Instant `json:"jetrelay_requeued_at,omitempty"`
 }
 
 // Subscription is a webhook:{id} record as admin writes it.

@@ -179,6 +179,10 @@ func TestRequeue_ResetsTheRecordAsANewDeliveryAndPushesItOnce(t *testing.T) {
 	if age := time.Since(d.AttemptedAt.Time); age > time.Minute {
 		t.Fatalf("attempted_at is %s old; want now", age)
 	}
+	// The redrive is stamped as fresh evidence for the engines' breakers.
+	if d.RequeuedAt == nil || !d.RequeuedAt.Equal(d.AttemptedAt.Time) {
+		t.Fatalf("jetrelay_requeued_at = %v, want the requeue's time %s", d.RequeuedAt, d.AttemptedAt)
+	}
 	if ttl, _ := e.redis.Client.TTL(ctx, store.DeliveryKey(id)).Result(); ttl < 13*24*time.Hour {
 		t.Fatalf("TTL %s; want admin's 14 days again", ttl)
 	}

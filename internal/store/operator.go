@@ -155,8 +155,10 @@ var (
 var ErrNotRequeueable = errors.New("store: only FAILED deliveries are requeued")
 
 // Requeue puts a FAILED delivery back to PENDING with its attempts and
-// last answer cleared and attempted_at = now (the staleness baseline and
-// index score, as for a new delivery), and pushes it onto dispatch:pending,
+// last answer cleared, attempted_at = now (the staleness baseline and
+// index score, as for a new delivery) and jetrelay_requeued_at = now (a
+// redrive is fresh evidence for the engines' breakers), and pushes it onto
+// dispatch:pending,
 // atomically. dryRun checks and reports without writing. A delivery that is
 // not FAILED gives ErrNotRequeueable; a missing one ErrNotFound; one that
 // changes while we look is read again.
@@ -183,6 +185,10 @@ func (s *Store) Requeue(ctx context.Context, id string, now time.Time, dryRun bo
 			{"response_time_ms", nil},
 			{"error_message", nil},
 			{"next_retry_at", nil},
+			// Fresh evidence for the breakers of every replica
+			// (engine.freshEvidence): the operator redrives because
+			// the endpoint is fixed.
+			{"jetrelay_requeued_at", now},
 		}.apply(rec.Raw)
 		if err != nil {
 			return nil, err
