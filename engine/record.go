@@ -180,8 +180,7 @@ func (e *Engine) recordSuccess(h *handling, o outcome) settlement {
 		return s
 	}
 	if !wrote {
-		h.log.Debug("outcome already recorded by another copy of this work item", "outcome", "duplicate")
-		return ack()
+		return e.settleLoser(h)
 	}
 	if !reset {
 		// Nothing to reset: only timestamps, written coalesced.
@@ -254,7 +253,7 @@ func (e *Engine) finalFailure(h *handling, counts, unsent bool, reason, msg stri
 		return e.hold(h, "subscription_"+strings.ToLower(string(inactive.Status)))
 	}
 	if !wrote {
-		return ack()
+		return e.settleLoser(h)
 	}
 	e.report(h, Decision{Kind: Failed, Reason: reason, Latency: latency, AutoDisabled: disabled != nil}, time.Time{}, msg)
 	if disabled != nil {
@@ -304,8 +303,8 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 		return s
 	}
 	if !wrote {
-		// Another copy recorded this attempt and owns the retry chain.
-		return ack()
+		// Another copy recorded this attempt: settle as it did.
+		return e.settleLoser(h)
 	}
 	e.report(h, Decision{Kind: Retrying, Reason: o.reason(), Latency: o.res.Latency}, next, o.message(), "retry_in", delay)
 	return e.wait(h, next, reasonRetry)
