@@ -89,8 +89,8 @@ func (c Config) withDefaults() Config {
 		c.DrainTimeout = 25 * time.Second
 	}
 	if c.AttemptTimeout <= 0 {
-		// About half of AckWait: an item may wait in the client's pull
-		// buffer behind one such send before it is kept alive.
+		// About half of AckWait (capped): a send in flight is kept alive,
+		// so this bounds how long one unanswered request holds a worker.
 		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait/2+5*time.Second)
 	}
 	if c.InfraRetryMin <= 0 {
