@@ -48,15 +48,22 @@ func newFetched(size int) *fetched {
 	return f
 }
 
-// reserve waits for room for one item at least and takes all there is; it
-// returns 0 once ctx is done.
+// reserve waits until at least half of f is free and takes all the room
+// there is; it returns 0 once ctx is done. Waiting for half (as the client's
+// iterator refills at half its buffer) keeps fetches large under load, one
+// round trip per many items rather than per item; it never starves the
+// workers, since while it waits f still holds half its items to hand on.
 func (f *fetched) reserve(ctx context.Context) int {
-	select {
-	case <-f.room:
-	case <-ctx.Done():
-		return 0
+	n := 0
+	for n < (cap(f.room)+1)/2 {
+		select {
+		case <-f.room:
+			n++
+		case <-ctx.Done():
+			f.unreserve(n)
+			return 0
+		}
 	}
-	n := 1
 	for n < cap(f.room) {
 		select {
 		case <-f.room:
