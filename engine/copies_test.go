@@ -13,6 +13,24 @@ import (
 
 func TestCopies_TheCopyThatLosesTheOutcomeWriteDoesNotStrandTheWinnersRetry(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		parkAfter time.Duration
+	}{
+		// The 1 s retry stays a delayed nak of the shared message: an ack
+		// of the losing copy would delete it.
+		{"retry released with a delayed nak", 3 * time.Second},
+		// The 1 s retry is a wake-up: the losing copy stores it again.
+		{"retry released as a wake-up", 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testLosingCopy(t, tc.parkAfter)
+		})
+	}
+}
+
+func testLosingCopy(t *testing.T, parkAfter time.Duration) {
 	// The engine does not keep its items alive (a replica frozen mid-send),
 	// so while the first copy's send is held by the receiver, AckWait passes
 	// and the server hands the same message out again. The receiver answers
@@ -37,10 +55,7 @@ func TestCopies_TheCopyThatLosesTheOutcomeWriteDoesNotStrandTheWinnersRetry(t *t
 	})
 	e := newEnv(t, envOptions{handler: flaky, ackWait: time.Second, timeout: 10 * time.Second,
 		beforeRun: engine.StallKeepAlive,
-		engine: func(c *engine.Config) {
-			// The 1 s retry stays a delayed nak of the shared message.
-			c.AttemptTimeout, c.ParkAfter = 10*time.Second, 3*time.Second
-		}})
+		engine:    func(c *engine.Config) { c.AttemptTimeout, c.ParkAfter = 10*time.Second, parkAfter }})
 	sub, _, _ := e.subscribe(t, "/custom/flaky", nil, func(s *admin.Subscription) {
 		s.RetryPolicy = &proto.RetryPolicy{MaxRetries: ptr(2), InitialDelayMs: ptr(int64(1000)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(1000))}
 	})
