@@ -89,8 +89,8 @@ func (c Config) withDefaults() Config {
 		c.DrainTimeout = 25 * time.Second
 	}
 	if c.AttemptTimeout <= 0 {
-		// About half of AckWait: an item may wait in the client's pull
-		// buffer behind one such send before it is kept alive.
+		// About half of AckWait (capped): a send in flight is kept alive,
+		// so this bounds how long one unanswered request holds a worker.
 		c.AttemptTimeout = min(45*time.Second, c.Queue.AckWait/2+5*time.Second)
 	}
 	if c.InfraRetryMin <= 0 {
@@ -236,11 +236,16 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // consume feeds work from the durable consumer until ctx is done, opening
-// the consumer again whenever its message iterator closes underneath.
+// the consumer again whenever a fetch fails in a way that needs it (see
+// fetch.go for why the engine fetches rather than iterates).
 func (e *Engine) consume(ctx context.Context, work *lanes) {
+	f := newFetched(e.cfg.Workers)
+	fed := make(chan struct{})
+	go func() { defer close(fed); e.feed(ctx, f, work) }()
+	defer func() { close(f.items); <-fed }()
 	backoff := minReopen
 	for ctx.Err() == nil {
-		it, err := e.open(ctx)
+		cons, err := e.open(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -252,44 +257,13 @@ func (e *Engine) consume(ctx context.Context, work *lanes) {
 			continue
 		}
 		e.problem.Store(nil)
-		stopFetch := context.AfterFunc(ctx, it.Drain)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					break
-				}
-				e.log.Warn("consumer fetch error", "err", err)
-				continue
-			}
-			backoff = minReopen
-			if ctx.Err() != nil {
-				// Buffered but not started: hand it straight back so another
-				// replica can take it now rather than after AckWait.
-				release(m)
-				continue
-			}
-			q := queued{m: m, withdraw: e.alive.track(m)}
-			q.md, _ = m.Metadata()
-			back := q.comesBack()
-			if !work.put(ctx, q, back) {
-				q.withdraw()
-				release(m)
-				continue
-			}
-			if back {
-				e.taken[laneBack].Add(1)
-			} else {
-				e.taken[laneNew].Add(1)
-			}
-		}
-		stopFetch()
+		backoff = minReopen
+		err = e.pull(ctx, cons, f)
 		if ctx.Err() == nil {
-			err := errors.New("engine: consumer message iterator closed; reopening")
+			err = fmt.Errorf("engine: fetching from the consumer: %w; reopening", err)
 			e.problem.Store(&err)
-			e.log.Error("lost the JetStream consumer; reopening it", "retry_in", backoff)
+			e.log.Error("lost the JetStream consumer; reopening it", "err", err, "retry_in", backoff)
 			sleep(ctx, backoff)
-			backoff = min(2*backoff, maxReopen)
 		}
 	}
 }
@@ -299,24 +273,12 @@ const (
 	maxReopen = 5 * time.Second
 )
 
-// open ensures the stream and the durable consumer and starts pulling.
-func (e *Engine) open(ctx context.Context) (jetstream.MessagesContext, error) {
+// open ensures the stream and the durable consumer.
+func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 	if _, err := queue.EnsureStream(ctx, e.js, e.cfg.Queue); err != nil {
 		return nil, err
 	}
-	cons, err := queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
-	if err != nil {
-		return nil, err
-	}
-	// A short pull expiry bounds how long a lost pull request (its consumer
-	// leader died) stalls delivery: missed heartbeats are noticed after two
-	// expiry halves and the pull is renewed (measured: ~5 s instead of ~30 s
-	// with the 30 s default, on an R3 stream whose leader was killed).
-	it, err := cons.Messages(jetstream.PullMaxMessages(e.cfg.Workers), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("start consuming: %w", err)
-	}
-	return it, nil
+	return queue.EnsureConsumer(ctx, e.js, e.cfg.Queue)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -74,6 +74,7 @@ const (
 	settleShortNak                   // a retry's short wait: delayed nak
 	settleLater                      // handle again after delay, whatever the cause
 	settleTerm                       // the work item itself is unusable
+	settleLeave                      // another copy of the item settles it (settleLoser)
 )
 
 func ack() settlement { return settlement{kind: settleAck} }
@@ -82,6 +83,9 @@ func ack() settlement { return settlement{kind: settleAck} }
 // cause (Redis unreachable, a secret not stored yet, a panic): at once when
 // d is 0, otherwise as a JetStream wake-up (settle).
 func nakAfter(d time.Duration) settlement { return settlement{kind: settleLater, delay: d} }
+
+// leave neither acks nor naks the item: it is another copy's to settle.
+func leave() settlement { return settlement{kind: settleLeave} }
 
 // shortNak is a retry's wait of at most ParkAfter, which stays a delayed
 // nak (see wait).
@@ -109,6 +113,7 @@ func (e *Engine) settle(ctx context.Context, m jetstream.Msg, s settlement, hand
 		_ = m.NakWithDelay(s.delay)
 	case settleTerm:
 		_ = m.Term()
+	case settleLeave:
 	case settleLater:
 		if s.delay <= 0 {
 			_ = m.Nak()

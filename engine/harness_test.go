@@ -65,6 +65,8 @@ type envOptions struct {
 	// transports registers more transports (e.g. natsink on the test's
 	// NATS connection) next to the webhook one.
 	transports func(*transport.Registry, *nats.Conn)
+	// beforeRun, when set, is called with the engine before it runs.
+	beforeRun func(*engine.Engine)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -122,6 +124,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.engine = eng
+	if o.beforeRun != nil {
+		o.beforeRun(eng)
+	}
 	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatal(err)

@@ -168,3 +168,44 @@ func TestScaleOut_ADeliveryWaitingForAWorkerLongerThanAckWaitIsKeptAliveAndNotRe
 		t.Errorf("work handed to the workers = %+v, want the 4 deliveries once each: an item must be kept alive while it waits for a worker", w)
 	}
 }
+
+func TestScaleOut_ADeliveryFetchedAheadOfItsLaneLongerThanAckWaitIsKeptAliveAndNotRedelivered(t *testing.T) {
+	t.Parallel()
+	// Two workers, seven slow receivers (2.5 s each, over AckWait): two
+	// deliveries are sent, two wait in the new lane, one waits for room in
+	// it, and the last two are fetched ahead of all that and wait more than
+	// AckWait (1 s) before the lane can take them.
+	var requests sync.Map // path → *atomic.Int32
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := requests.LoadOrStore(r.URL.Path, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		select {
+		case <-time.After(2500 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	e := newEnv(t, envOptions{handler: slow, ackWait: time.Second, timeout: 5 * time.Second,
+		engine: func(c *engine.Config) { c.Workers, c.AttemptTimeout = 2, 5*time.Second }})
+	const n = 7
+	var ids []string
+	for i := range n {
+		sub, _, _ := e.subscribe(t, fmt.Sprintf("/custom/ahead-%d", i), nil, nil)
+		ids = append(ids, e.deliver(t, sub, e.event(), nil))
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+			t.Errorf("record = %s", rec.Raw)
+		}
+	}
+	e.idle(t)
+	for i := range n {
+		path := fmt.Sprintf("/custom/ahead-%d", i)
+		if c, ok := requests.Load(path); !ok || c.(*atomic.Int32).Load() != 1 {
+			t.Errorf("%s got %v requests, want 1", path, c)
+		}
+	}
+	if w := e.engine.WorkStats(); w != (engine.WorkStats{New: n}) {
+		t.Errorf("work handed to the workers = %+v, want the %d deliveries once each: an item must be kept alive from the moment it is fetched", w, n)
+	}
+}

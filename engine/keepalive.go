@@ -9,15 +9,13 @@ import (
 )
 
 // keepAlive tells the server that work items are still being worked on, so
-// a slow send, or a long wait for a worker, never outlives AckWait and
-// reaches a second replica. One goroutine serves every worker: the
-// consumer registers an item when it takes it from the client (before it
-// waits in a lane, see lanes) and the worker withdraws it when it settles;
-// the item is signalled every `every` in between, the first time `every`
-// after it was registered. Before that an item may wait only in the
-// client's pull buffer (at most Workers items) until a lane has room: for
-// at most one send, bounded by AttemptTimeout ≤ AckWait/2 + 5 s, so with
-// every = AckWait/4 the first signal still comes in time.
+// a slow send, or a long wait for a room in a lane or for a worker, never
+// outlives AckWait and reaches a second replica. One goroutine serves every
+// worker: the fetch registers an item the moment it returns it (pull, before
+// it waits in the engine's fetch buffer and in a lane) and the worker
+// withdraws it when it settles; the item is signalled every `every` in
+// between, the first time `every` after it was registered. No item the
+// engine holds waits unregistered anywhere (fetch.go).
 //
 // Signals are sent under the same lock that withdraws an item, so none is
 // sent after withdraw returns: an in-progress signal sent after the final

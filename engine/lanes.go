@@ -29,8 +29,8 @@ import (
 // while new work is plentiful and is never starved. The consumer hands items
 // over as fast as it gets them until a lane is full: the back lane buffers
 // a tick's burst (backDepth workers' worth), and a fuller burst waits in
-// the consumer, in stream order, as with one lane. A buffered item is kept
-// alive (keepAlive) from the moment it is buffered, so a wait for a worker
+// the fetch buffer, in stream order, as with one lane. A buffered item is kept
+// alive (keepAlive) from the moment it is fetched, so a wait for a worker
 // behind slow sends never outlives AckWait.
 type lanes struct {
 	fresh, back chan queued
@@ -53,7 +53,7 @@ const (
 	// backDepth is how many items the back lane buffers, in workers: with
 	// 64 workers 256 items, a 250 ms tick's worth of 1,000 wake-ups a
 	// second. The items out at one replica (MaxAckPending) are then at
-	// most the client's pull buffer, both lanes and the workers: 7 × Workers.
+	// most the fetch buffer, both lanes and the workers: 7 × Workers.
 	backDepth = 4
 )
 

@@ -182,8 +182,7 @@ func (e *Engine) recordSuccess(h *handling, o outcome) settlement {
 		return s
 	}
 	if !wrote {
-		h.log.Debug("outcome already recorded by another copy of this work item", "outcome", "duplicate")
-		return ack()
+		return e.settleLoser(h)
 	}
 	if !reset {
 		// Nothing to reset: only timestamps, written coalesced.
@@ -245,7 +244,7 @@ func (e *Engine) finalFailure(h *handling, counts bool, reason, msg string, late
 		return s
 	}
 	if !wrote {
-		return ack()
+		return e.settleLoser(h)
 	}
 	e.report(h, Decision{Kind: Failed, Reason: reason, Latency: latency, AutoDisabled: disabled != nil}, time.Time{}, msg)
 	if disabled != nil {
@@ -295,8 +294,8 @@ func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 		return s
 	}
 	if !wrote {
-		// Another copy recorded this attempt and owns the retry chain.
-		return ack()
+		// Another copy recorded this attempt: settle as it did.
+		return e.settleLoser(h)
 	}
 	e.report(h, Decision{Kind: Retrying, Reason: o.reason(), Latency: o.res.Latency}, next, o.message(), "retry_in", delay)
 	return e.wait(h, next, reasonRetry)
