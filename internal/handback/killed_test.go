@@ -81,6 +81,7 @@ func TestRun_AfterAnEngineWasKilledWithItemsInFlightAndNakedWorksOnceItsHeartbea
 	if !errors.Is(err, handback.ErrRunning) || !strings.Contains(err.Error(), "engine engine-a (pid=4242 host=node-1; heartbeat lasts until") {
 		t.Fatalf("err = %v, want ErrRunning naming engine engine-a and until when its heartbeat lasts", err)
 	}
+	t.Logf("refusal: %v", err)
 	if got := w.pending(t); len(got) != 0 || w.streamMsgs(t) != 30 {
 		t.Fatalf("a refused run moved work: pending %v, %d messages in the stream", got, w.streamMsgs(t))
 	}
