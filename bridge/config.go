@@ -17,7 +17,7 @@ const (
 	DefaultBatchSize      = 256
 	DefaultBlockTimeout   = time.Second
 	DefaultRetryPoll      = time.Second
-	DefaultHeartbeatTTL   = 15 * time.Second
+	DefaultHeartbeatTTL   = 5 * time.Second
 	DefaultPublishTimeout = 5 * time.Second
 	DefaultRetryBatchSize = 100
 )
@@ -51,8 +51,9 @@ type Config struct {
 	RetryPoll time.Duration
 	// HeartbeatTTL is the lifetime of this instance's heartbeat key; it is
 	// refreshed every TTL/3. Another bridge adopts this instance's processing
-	// list once the key has expired, and scans for such orphans every TTL
-	// (default 30s).
+	// list once the key has expired, and scans for such orphans every TTL/3;
+	// `jetrelay handback` takes the bridge for running until then, so a
+	// killed bridge should not count as alive for long (default 5s).
 	HeartbeatTTL time.Duration
 	// PublishTimeout bounds the wait for one batch's PubAcks (default 5s).
 	// Ids not acknowledged by then stay in the processing list and are retried.

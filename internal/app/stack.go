@@ -226,7 +226,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		start("bridge", s.bridge.Run)
 	}
 	if s.engine != nil {
-		start("engine", s.engine.Run)
+		start("engine", s.runEngine) // heartbeat.go
 	}
 	wg.Wait()
 	close(errs)

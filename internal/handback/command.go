@@ -2,6 +2,7 @@ package handback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,6 +57,9 @@ func Command(ctx context.Context, cfg *config.Config, log *slog.Logger, stdout i
 	}
 	qc := queue.Config{Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer}
 	rep, err := Run(ctx, rdb, js, Config{Queue: qc, Logger: log})
+	if errors.Is(err, ErrRunning) {
+		return err // nothing was done; the error names what runs
+	}
 	fmt.Fprintf(stdout, "handed back: %d to dispatch:pending, %d to dispatch:retry, %d already there; %d work items and %d held-checks removed from the stream; %d messages left (not work items)\n",
 		rep.Pending, rep.Retry, rep.Present, rep.Removed, rep.Checks, rep.Unhandled)
 	return err

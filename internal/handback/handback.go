@@ -74,13 +74,15 @@ type Report struct {
 type Config struct {
 	Queue  queue.Config
 	Logger *slog.Logger // nil discards
+
+	afterRead func(seq uint64) // export_test.go
 }
 
 // Run hands back everything jetrelay holds. It returns ErrRunning (wrapped,
-// naming what runs) without changing anything while a bridge heartbeat is
-// alive or an engine is pulling from the dispatch consumer.
+// naming what runs and until when its heartbeat lasts) without changing
+// anything while a bridge's or an engine's heartbeat is alive.
 func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream, cfg Config) (Report, error) {
-	h := &handback{rdb: rdb, js: js, qc: cfg.Queue.WithDefaults(), log: cfg.Logger,
+	h := &handback{rdb: rdb, js: js, qc: cfg.Queue.WithDefaults(), log: cfg.Logger, afterRead: cfg.afterRead,
 		store: store.New(rdb), script: redis.NewScript(handBackLua)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -88,7 +90,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream,
 	if err := h.checkStopped(ctx); err != nil {
 		return h.rep, err
 	}
-	steps := []func(context.Context) error{h.processingLists, h.deferred, h.stream}
+	steps := []func(context.Context) error{h.resetConsumer, h.processingLists, h.deferred, h.stream}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return h.rep, err
@@ -98,53 +100,51 @@ func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream,
 }
 
 type handback struct {
-	store  *store.Store
-	script *redis.Script // handBackLua
-	rdb    redis.UniversalClient
-	js     jetstream.JetStream
-	qc     queue.Config
-	log    *slog.Logger
-	rep    Report
+	afterRead func(seq uint64) // test hook: a message was read, not yet handled
+	store     *store.Store
+	script    *redis.Script // handBackLua
+	rdb       redis.UniversalClient
+	js        jetstream.JetStream
+	qc        queue.Config
+	log       *slog.Logger
+	rep       Report
 }
 
-// checkStopped refuses while a bridge's heartbeat is alive or the engine
-// consumer has pull requests waiting or deliveries in flight (an engine is
-// running, or was stopped less than AckWait ago).
+// checkStopped refuses while any jetrelay replica's heartbeat is alive: a
+// bridge (it would refill the stream) or an engine (it would send what is
+// being handed back). Heartbeats are a positive signal: the consumer's state
+// is not, since the server keeps the items a killed engine held, and those
+// it released with a delay, pending on the consumer until they are acked,
+// terminated or deleted, however long everyone has been stopped.
 func (h *handback) checkStopped(ctx context.Context) error {
-	ids, err := h.rdb.SMembers(ctx, bridge.RegistryKey).Result()
+	live, err := h.store.LiveReplicas(ctx)
 	if err != nil {
-		return fmt.Errorf("handback: read %s: %w", bridge.RegistryKey, err)
+		return fmt.Errorf("handback: %w", err)
 	}
-	var alive []string
-	for _, id := range ids {
-		n, err := h.rdb.Exists(ctx, bridge.HeartbeatKey(id)).Result()
-		if err != nil {
-			return fmt.Errorf("handback: read heartbeat of bridge %s: %w", id, err)
-		}
-		if n > 0 {
-			alive = append(alive, "bridge "+id)
-		}
+	if len(live) == 0 {
+		return nil
 	}
-	c, err := h.js.Consumer(ctx, h.qc.Stream, h.qc.Consumer)
+	names := make([]string, len(live))
+	for i, r := range live {
+		names[i] = r.String()
+	}
+	return fmt.Errorf("%w: %s. A process killed without a clean stop counts as running until its heartbeat expires (%s for engines, %s for bridges by default); run handback again after that",
+		ErrRunning, strings.Join(names, "; "), store.EngineHeartbeatTTL, bridge.DefaultHeartbeatTTL)
+}
+
+// resetConsumer deletes the engines' durable consumer (`jetrelay run`
+// creates it again). Its pending set still names the items a killed engine
+// held or released with a delay; those are read from the stream like any
+// other, and without the consumer nothing can be handed to an engine while
+// they are handed back.
+func (h *handback) resetConsumer(ctx context.Context) error {
+	err := h.js.DeleteConsumer(ctx, h.qc.Stream, h.qc.Consumer)
 	switch {
+	case err == nil:
+		h.log.Info("engine consumer removed; jetrelay run creates it again", "consumer", h.qc.Consumer)
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
-	case err != nil:
-		return fmt.Errorf("handback: read consumer %s: %w", h.qc.Consumer, err)
 	default:
-		info, err := c.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("handback: read consumer %s: %w", h.qc.Consumer, err)
-		}
-		if info.NumWaiting > 0 {
-			alive = append(alive, fmt.Sprintf("engine (%d pull requests waiting on consumer %s)", info.NumWaiting, h.qc.Consumer))
-		}
-		if info.NumAckPending > 0 {
-			// A stopped engine's deliveries stay pending until AckWait ends.
-			alive = append(alive, fmt.Sprintf("engine (%d deliveries in flight on consumer %s; if every engine is stopped, retry after JETRELAY_ACK_WAIT)", info.NumAckPending, h.qc.Consumer))
-		}
-	}
-	if len(alive) > 0 {
-		return fmt.Errorf("%w: %s", ErrRunning, strings.Join(alive, ", "))
+		return fmt.Errorf("handback: remove consumer %s: %w", h.qc.Consumer, err)
 	}
 	return nil
 }
@@ -222,8 +222,12 @@ func (h *handback) handBack(ctx context.Context, id string, due time.Time, from 
 	return nil
 }
 
-// stream hands back every work item in the dispatch stream, oldest first:
-// its id is written to Redis, then its message deleted.
+// stream hands back everything jetrelay keeps in the dispatch stream. The
+// server fires a wake-up when it is due, during the scan too (every overdue
+// one fires as soon as the server starts): the fired work item is stored at
+// a higher sequence and the wake-up removed. So wake-ups are handed back
+// first, each removed before it can fire; then the whole stream is walked,
+// to its end as it grows, until a walk finds nothing of jetrelay's left.
 func (h *handback) stream(ctx context.Context) error {
 	s, err := h.js.Stream(ctx, h.qc.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -232,43 +236,80 @@ func (h *handback) stream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("handback: open stream %s: %w", h.qc.Stream, err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("handback: read stream %s: %w", h.qc.Stream, err)
+	if _, err := h.walk(ctx, s, h.qc.ScheduleSubjects()); err != nil {
+		return err
 	}
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
+	for {
+		before := h.rep.Removed + h.rep.Checks
+		unhandled, err := h.walk(ctx, s, ">")
+		if err != nil {
+			return err
+		}
+		if h.rep.Removed+h.rep.Checks == before {
+			h.rep.Unhandled = unhandled
+			return nil
+		}
+	}
+}
+
+// walk hands back every message on subjects matching filter, oldest first,
+// reading each next one from the server (so gaps cost nothing and messages
+// stored meanwhile are reached): a work item's id is written to Redis, then
+// its message deleted. It returns how many messages it left (not jetrelay's).
+func (h *handback) walk(ctx context.Context, s jetstream.Stream, filter string) (unhandled int, err error) {
+	for seq := uint64(1); ; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
+			return unhandled, nil
 		}
 		if err != nil {
-			return fmt.Errorf("handback: read message %d: %w", seq, err)
+			return unhandled, fmt.Errorf("handback: read the stream from %d: %w", seq, err)
+		}
+		seq = m.Sequence + 1
+		if h.afterRead != nil {
+			h.afterRead(m.Sequence)
 		}
 		if m.Header.Get(queue.HeldCheckHeader) != "" {
 			// A subscription's held-check: the held deliveries it would
 			// release are handed back themselves.
-			if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return fmt.Errorf("handback: remove held-check %d: %w", seq, err)
+			if err := h.delete(ctx, s, m.Sequence); err != nil {
+				return unhandled, fmt.Errorf("handback: remove held-check %d: %w", m.Sequence, err)
 			}
 			h.rep.Checks++
 			continue
 		}
 		id, due, ok := h.workItem(m)
 		if !ok {
-			h.rep.Unhandled++
-			h.log.Warn("message left in the stream: not a work item", "seq", seq, "subject", m.Subject)
+			unhandled++
+			h.log.Warn("message left in the stream: not a work item", "seq", m.Sequence, "subject", m.Subject)
 			continue
 		}
 		if err := h.handBack(ctx, id, due, ""); err != nil {
-			return err
+			return unhandled, err
 		}
-		// Only now: the id is in Redis, so removing it loses nothing.
-		if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("handback: remove message %d (%s, already handed back): %w", seq, id, err)
+		// Only now: the id is in Redis, so removing it loses nothing. A
+		// wake-up that fired meanwhile is gone already; its work item is
+		// further on, and its id is in Redis.
+		if err := h.delete(ctx, s, m.Sequence); err != nil {
+			return unhandled, fmt.Errorf("handback: remove message %d (%s, already handed back): %w", m.Sequence, id, err)
 		}
 		h.rep.Removed++
 	}
-	return nil
+}
+
+// delete removes message seq; one that is gone already (a wake-up that
+// fired) is fine. The server reports that as a failed deletion ("no message
+// found", err_code 10057), not as ErrMsgNotFound, so a failure is checked
+// against the stream.
+func (h *handback) delete(ctx context.Context, s jetstream.Stream, seq uint64) error {
+	err := s.DeleteMsg(ctx, seq)
+	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	return err
 }
 
 // count adds one handed-back id to the report: written is the hand-back

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,35 +141,21 @@ func TestRun_RefusesWhileJetrelayRunsAndChangesNothing(t *testing.T) {
 	w.rdb.SAdd(ctx, bridge.RegistryKey, "bridge-1")
 	w.rdb.LPush(ctx, bridge.ProcessingKey("bridge-1"), "del_inflight000001")
 	w.rdb.Set(ctx, bridge.HeartbeatKey("bridge-1"), "1", time.Minute)
-	if _, err := handback.Run(ctx, w.rdb, w.js, handback.Config{Queue: w.qc}); !errors.Is(err, handback.ErrRunning) {
+	if _, err := handback.Run(ctx, w.rdb, w.js, handback.Config{Queue: w.qc}); !errors.Is(err, handback.ErrRunning) || !strings.Contains(err.Error(), "bridge bridge-1") {
 		t.Fatalf("err = %v, want ErrRunning naming the live bridge", err)
 	}
 	w.rdb.Del(ctx, bridge.HeartbeatKey("bridge-1"))
 
-	// An engine waiting for work on the dispatch consumer.
-	c, err := w.js.Consumer(ctx, w.qc.Stream, w.qc.Consumer)
-	if err != nil {
+	// A running engine: its heartbeat is alive (internal/app keeps it).
+	if err := store.New(w.rdb).BeatEngine(ctx, "node-1-77-a1b2c3", "pid=77 host=node-1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	pull, err := c.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pull.Stop()
-	go func() { _, _ = pull.Next() }() // waits for work, as an idle engine does
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := c.Info(ctx)
-		if err == nil && info.NumWaiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the puller's request never reached the server: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := handback.Run(ctx, w.rdb, w.js, handback.Config{Queue: w.qc}); !errors.Is(err, handback.ErrRunning) {
+	_, err := handback.Run(ctx, w.rdb, w.js, handback.Config{Queue: w.qc})
+	if !errors.Is(err, handback.ErrRunning) || !strings.Contains(err.Error(), "engine node-1-77-a1b2c3 (pid=77 host=node-1; heartbeat lasts until") {
 		t.Fatalf("err = %v, want ErrRunning naming the engine", err)
+	}
+	if _, err := w.js.Consumer(ctx, w.qc.Stream, w.qc.Consumer); err != nil {
+		t.Errorf("a refused run touched the engine consumer: %v", err)
 	}
 	if got, _ := w.rdb.LRange(ctx, bridge.ProcessingKey("bridge-1"), 0, -1).Result(); len(got) != 1 || len(w.pending(t)) != 0 {
 		t.Errorf("a refused run moved work: processing list %v, pending %v", got, w.pending(t))
