@@ -173,14 +173,21 @@ func driverOptions() []option {
 // printing usage to out).
 func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	// The flag package prints a parse error and then the whole usage (one
+	// line per setting): the error would scroll away above it. The error is
+	// returned instead, with a pointer to --help; usage is printed only when
+	// asked for.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	loaded, err := Bind(fs, getenv)
 	if err != nil {
 		return nil, err
 	}
-	fs.Usage = func() { Usage(out, name) }
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		Usage(out, name)
 		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("%w (jetrelay %s --help lists every flag)", err, name)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))

@@ -120,6 +120,17 @@ func TestLoad_HelpPrintsEverySettingAndReturnsErrHelp(t *testing.T) {
 	}
 }
 
+func TestLoad_ABadFlagValueIsOneClearErrorNotTheWholeHelp(t *testing.T) {
+	var out bytes.Buffer
+	_, err := Load("run", []string{"--workers", "abc"}, envOf(), &out)
+	if err == nil || !strings.Contains(err.Error(), `invalid value "abc" for flag -workers`) || !strings.Contains(err.Error(), "jetrelay run --help") {
+		t.Fatalf("err = %v, want the bad value named and a pointer to --help", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a bad flag printed %d bytes of help; the error alone must say what is wrong:\n%s", out.Len(), out.String())
+	}
+}
+
 func TestRedisOptions_URLOverridesHostPortPassword(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
