@@ -122,7 +122,7 @@ func options() []option {
 		{"JETRELAY_SUBJECT", "subject", "jetrelay.dispatch", "subject of work items", setString(func(c *Config) *string { return &c.Subject })},
 		{"JETRELAY_CONSUMER", "consumer", "jetrelay-engine", "durable consumer shared by every engine replica", setString(func(c *Config) *string { return &c.Consumer })},
 		{"JETRELAY_STREAM_REPLICAS", "stream-replicas", "1", "stream replicas (3 on a 3-node cluster for production)", setInt(func(c *Config) *int { return &c.StreamReplicas })},
-		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; kept alive with in-progress acks during slow sends", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
+		{"JETRELAY_ACK_WAIT", "ack-wait", "60s", "JetStream AckWait; every work item is kept alive with in-progress acks from its fetch to its outcome", setDuration(func(c *Config) *time.Duration { return &c.AckWait })},
 		{"JETRELAY_MAX_ACK_PENDING", "max-ack-pending", "10000", "consumer MaxAckPending (in-flight plus scheduled retries)", setInt(func(c *Config) *int { return &c.MaxAckPending })},
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
 		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
