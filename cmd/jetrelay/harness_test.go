@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeTestImages()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
