@@ -38,6 +38,12 @@ type Config struct {
 	// which fits a StatefulSet or a VM; under a Deployment pod names change
 	// on restart and recovery happens through adoption instead.
 	InstanceID string
+	// QueueMode says where this bridge publishes: EmbeddedQueue for a
+	// JetStream inside this process, ExternalQueue for a NATS cluster shared
+	// with other replicas. It is written into the heartbeat, so operators
+	// (and `jetrelay status`) see a fleet of separate embedded queues.
+	// Empty leaves it out.
+	QueueMode string
 	// BatchSize is how many ids are moved per pipelined round trip (default 256).
 	BatchSize int
 	// BlockTimeout is how long BLMOVE waits when dispatch:pending is empty

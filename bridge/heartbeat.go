@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// Queue modes a bridge announces in its heartbeat (Config.QueueMode).
+const (
+	EmbeddedQueue = "embedded" // a JetStream inside this process: a queue of its own
+	ExternalQueue = "nats"     // a NATS server or cluster other replicas may share
+)
+
 // heartbeatLoop keeps this instance's heartbeat key alive every TTL/3, so a
 // couple of missed refreshes do not yet let another bridge adopt our list.
 func (b *Bridge) heartbeatLoop(ctx context.Context) {
@@ -36,5 +42,8 @@ func (b *Bridge) heartbeatLoop(ctx context.Context) {
 // other bridges find processing lists to adopt without scanning Redis.
 func (b *Bridge) beat(ctx context.Context) error {
 	v := fmt.Sprintf("pid=%d beat_at_ms=%d", os.Getpid(), time.Now().UnixMilli())
+	if b.cfg.QueueMode != "" {
+		v += " queue=" + b.cfg.QueueMode
+	}
 	return b.store.Beat(ctx, b.cfg.InstanceID, v, b.cfg.HeartbeatTTL)
 }

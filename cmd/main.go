@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/bench"
 	"github.com/jetrelay/jetrelay/internal/demo"
+	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
 
@@ -59,6 +60,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = cmdHandback(ctx, args[1:], stdout, stderr)
 	case "inbox":
 		err = cmdInbox(ctx, args[1:], stdout, stderr)
+	case "healthcheck":
+		err = mgmt.HealthcheckCommand(ctx, args[1:], os.Getenv, stdout)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetrelay", version)
 	case "help", "-h", "--help":
@@ -93,6 +96,7 @@ Commands:
   events         emit an event and its deliveries as admin does (try a real delivery in one command)
   handback  rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)
   inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
+  healthcheck  exit 0 when this host's jetrelay answers /readyz (or --url) with 2xx, 1 otherwise: a container's health check
   version   print the version
 
 Run 'jetrelay <command> --help' for the command's settings.

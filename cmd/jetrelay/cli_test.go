@@ -90,6 +90,7 @@ func TestCommandLine_UsageErrorsExit2AndHelpExits0(t *testing.T) {
 		{nil, 2, "Commands:"},
 		{[]string{"--help"}, 0, "Commands:"},
 		{[]string{"version"}, 0, "jetrelay "},
+		{[]string{"healthcheck", "--url", "http://127.0.0.1:1/readyz"}, 1, "no answer"},
 		{[]string{"run", "stray-argument"}, 1, `unexpected argument "stray-argument"`},
 	} {
 		code, out := runBinary(t, nil, 10*time.Second, tc.args...)

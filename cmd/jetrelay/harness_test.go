@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	removeTestImages()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -132,6 +133,13 @@ type relay struct {
 // if it is still running; its logs are shown when the test failed.
 func startRelay(t *testing.T, env map[string]string) *relay {
 	t.Helper()
+	return startRelayBinary(t, binaryPath, env)
+}
+
+// startRelayBinary is startRelay with another jetrelay binary (an older
+// release, for upgrade tests).
+func startRelayBinary(t *testing.T, binary string, env map[string]string) *relay {
+	t.Helper()
 	port := freePort(t)
 	full := map[string]string{
 		"MANAGEMENT_PORT":          strconv.Itoa(port),
@@ -142,7 +150,7 @@ func startRelay(t *testing.T, env map[string]string) *relay {
 		full[k] = v
 	}
 	r := &relay{logs: &syncBuffer{}, mgmt: "http://" + net.JoinHostPort("127.0.0.1", full["MANAGEMENT_PORT"]), done: make(chan struct{})}
-	r.cmd = exec.Command(binaryPath, "run")
+	r.cmd = exec.Command(binary, "run")
 	r.cmd.Env = commandEnv(full)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	setDeathSignal(r.cmd)

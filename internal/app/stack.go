@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
-		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, Logger: log.With("component", "bridge")}
+		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, QueueMode: queueMode(s.embedded != nil), Logger: log.With("component", "bridge")}
 		bc.AdoptLegacyProcessing, bc.LegacyProcessingIdle, bc.RetryBatchSize = cfg.AdoptReferenceProcessing, cfg.ProcessingRecoveryIdle, cfg.RetryBatchSize
 		if s.tracing.Enabled() {
 			// Only then: the bridge reads each batch's trace ids from Redis.
@@ -133,6 +133,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		s.bridge, err = bridge.New(s.rdb, s.js, bc)
 		if err != nil {
 			return nil, err
+		}
+		if s.embedded != nil {
+			warnSeparateQueues(ctx, s.rdb, cfg.BridgeID, log)
 		}
 		s.retention = &retention.Config{Interval: cfg.RetentionEvery, EventTTL: cfg.EventTTL, DeliveryTTL: cfg.DeliveryTTL, Logger: log.With("component", "retention")}
 	}

@@ -155,6 +155,9 @@ func writeStatus(w io.Writer, r *Report) error {
 		alive = append(alive, fmt.Sprintf("%s %s (%d processing)", b.ID, state, b.Processing))
 	}
 	row("bridges", orDash(strings.Join(alive, "; ")))
+	for _, w := range r.Warnings {
+		row("WARNING", w)
+	}
 	if len(r.Replicas) == 0 {
 		row("replicas", "unknown: "+orDash(r.ReplicasUnknown))
 	}

@@ -27,6 +27,9 @@ type Report struct {
 	Replicas         []Replica              `json:"replicas"`
 	// ReplicasUnknown says why no replica's own state is shown.
 	ReplicasUnknown string `json:"replicas_unknown,omitempty"`
+	// Warnings are deployment traps seen in the bridge registry, such as
+	// live replicas each running an embedded JetStream (separate queues).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // RedisQueue is the Redis side of the dispatch queue.
@@ -138,6 +141,9 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 	}
 	if rep.Bridges, err = t.st.Bridges(ctx); err != nil {
 		return nil, err
+	}
+	if msg := store.SeparateQueues(rep.Bridges, ""); msg != "" {
+		rep.Warnings = append(rep.Warnings, msg)
 	}
 	if t.js == nil {
 		rep.JetStreamUnknown = t.jsWhy
