@@ -38,3 +38,7 @@ func (b *Bridge) beat(ctx context.Context) error {
 	v := fmt.Sprintf("pid=%d beat_at_ms=%d", os.Getpid(), time.Now().UnixMilli())
 	return b.store.Beat(ctx, b.cfg.InstanceID, v, b.cfg.HeartbeatTTL)
 }
+
+// InstanceID is this bridge's instance id (Config.InstanceID, or the host
+// name it defaulted to).
+func (b *Bridge) InstanceID() string { return b.cfg.InstanceID }

@@ -23,6 +23,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/retention"
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -42,6 +43,7 @@ type Stack struct {
 	engineNC  *nats.Conn // engine: pulls, acks, in-progress signals
 	engineJS  jetstream.JetStream
 	bridge    *bridge.Bridge
+	reconcile *reconcile.Reconciler // nil unless this process runs the bridge
 	engine    *engine.Engine
 	registry  *transport.Registry // every compiled-in transport (http(s), nats, sqs, …)
 	guard     *ssrf.Guard         // nil unless this process runs the engine
@@ -134,6 +136,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if err != nil {
 			return nil, err
 		}
+		s.reconcile, err = reconcile.New(s.rdb, s.js, reconcile.Config{
+			Queue: qc, InstanceID: s.bridge.InstanceID(), Period: cfg.ReconcilePeriod, Margin: cfg.ReconcileMargin,
+			MaxDeliveryAge: cfg.MaxDeliveryAge, Batch: cfg.ReconcileBatch, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
 		s.retention = &retention.Config{Interval: cfg.RetentionEvery, EventTTL: cfg.EventTTL, DeliveryTTL: cfg.DeliveryTTL, Logger: log.With("component", "retention")}
 	}
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
@@ -190,6 +199,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)
+		s.metrics.WatchReconciler(s.reconcile.Stats)
 	}
 	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
 	s.metrics.WatchWaiting(s.js, qc)
@@ -224,6 +234,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	if s.bridge != nil {
 		start("bridge", s.bridge.Run)
+		start("reconciler", s.reconcile.Run)
 	}
 	if s.engine != nil {
 		start("engine", s.engine.Run)
