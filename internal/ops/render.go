@@ -155,6 +155,11 @@ func writeStatus(w io.Writer, r *Report) error {
 		alive = append(alive, fmt.Sprintf("%s %s (%d processing)", b.ID, state, b.Processing))
 	}
 	row("bridges", orDash(strings.Join(alive, "; ")))
+	if rc := r.Reconciler; rc != nil {
+		row("reconciler (stuck deliveries)", fmt.Sprintf("%d stuck now; %d put back, %d failed as stale in all (last sweep %s ago by %s)", rc.Stuck, rc.Requeued, rc.Failed, orDash(rc.LastSweepAge), orDash(rc.By)))
+	} else {
+		row("reconciler (stuck deliveries)", "no sweep yet (a bridge sweeps every JETRELAY_RECONCILE_PERIOD)")
+	}
 	if len(r.Replicas) == 0 {
 		row("replicas", "unknown: "+orDash(r.ReplicasUnknown))
 	}
