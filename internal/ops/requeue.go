@@ -147,6 +147,9 @@ func (t *Tool) requeueStuck(ctx context.Context, rec *store.DeliveryRecord, dryR
 		if where.State == "nowhere" {
 			return fmt.Sprintf("status is %s and it is in no queue, but due less than the reconcile margin (%s) ago: it may be between two hops; look again later", rec.Status, t.margin), nil
 		}
+		if where.State == "unknown" {
+			return fmt.Sprintf("status is %s and whether it is still queued is unknown (%s): only FAILED or stuck deliveries are requeued", rec.Status, where.Detail), nil
+		}
 		if where.State != "stuck" {
 			return fmt.Sprintf("status is %s and it is still queued (%s): the engine owns it; only FAILED or stuck deliveries are requeued", rec.Status, where.State), nil
 		}

@@ -26,7 +26,7 @@ type Report struct {
 	Bridges          []store.BridgeInstance `json:"bridges"`
 	// Reconciler is what the reconcilers found (nil before the first sweep).
 	Reconciler *ReconcilerSummary `json:"reconciler,omitempty"`
-	Replicas         []Replica              `json:"replicas"`
+	Replicas   []Replica          `json:"replicas"`
 	// ReplicasUnknown says why no replica's own state is shown.
 	ReplicasUnknown string `json:"replicas_unknown,omitempty"`
 }
