@@ -1,0 +1,231 @@
+package ops_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/internal/metrics"
+	"github.com/jetrelay/jetrelay/internal/ops"
+	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// retrying stores a RETRYING delivery of sub, created at attemptedAt, whose
+// retry was due at nextRetry, indexed like admin's and queued nowhere: what
+// a lost wake-up leaves behind.
+func (e *opsEnv) retrying(t *testing.T, sub string, attemptedAt, nextRetry time.Time) string {
+	t.Helper()
+	id := e.delivery(t, sub, proto.DeliveryRetrying, attemptedAt)
+	if _, err := store.New(e.redis.Client).UpdateDelivery(context.Background(), id, func(*proto.Delivery) (store.Patch, error) {
+		return store.Patch{{Name: "attempts", Value: 1}, {Name: "next_retry_at", Value: nextRetry}, {Name: "error_message", Value: "HTTP 503"}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (e *opsEnv) reconciler(t *testing.T) *reconcile.Reconciler {
+	t.Helper()
+	r, err := reconcile.New(e.redis.Client, e.js, reconcile.Config{Queue: e.qc, InstanceID: "ops-test", Margin: time.Minute, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestReconciler_PutsBackStrandedDeliveriesFailsStaleOnesAndNeverTouchesQueuedOnes(t *testing.T) {
+	e := newOpsEnv(t)
+	stream := e.waitingStream(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	paused := e.subscription(t, "acme", "https://hooks.example.com/paused")
+	st := store.New(e.redis.Client)
+
+	// Stranded: a retry whose wake-up was lost, a new delivery in no list,
+	// one past the stale cutoff, and one an engine writes between the two
+	// sweeps (so it is handled, not stranded).
+	lostRetry := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	lostNew := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
+	stale := e.delivery(t, sub, proto.DeliveryPending, now.Add(-48*time.Hour))
+	handled := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
+	// Queued somewhere, all older than the margin.
+	inPending := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
+	e.redis.Client.LPush(ctx, store.PendingList, inPending)
+	moving := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
+	e.redis.Client.SAdd(ctx, store.BridgesSet, "bridge-1")
+	e.redis.Client.LPush(ctx, store.ProcessingList("bridge-1"), moving)
+	legacy := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
+	e.redis.Client.LPush(ctx, store.LegacyProcessingList, legacy)
+	scheduled := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	if _, err := e.js.PublishMsg(ctx, queue.NewScheduleMsg(e.qc, scheduled, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	held := e.delivery(t, paused, proto.DeliveryPending, now.Add(-10*time.Minute))
+	if _, err := e.js.PublishMsg(ctx, queue.NewHeldMsg(e.qc, paused, held, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	working := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	if _, err := e.js.PublishMsg(ctx, queue.NewMsg(e.qc.Subject, working)); err != nil {
+		t.Fatal(err)
+	}
+	queued := []string{inPending, moving, legacy, scheduled, held, working}
+	before := map[string]string{}
+	for _, id := range append(queued, handled) {
+		raw, _ := e.redis.Client.Get(ctx, store.DeliveryKey(id)).Result()
+		before[id] = raw
+	}
+
+	r := e.reconciler(t)
+	m := metrics.New(metrics.Options{})
+	m.WatchReconciler(r.Stats)
+
+	first, err := r.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Stuck != 4 || first.Requeued != 0 || first.Failed != 0 {
+		t.Fatalf("first sweep: %+v; want the 4 stranded deliveries found stuck and nothing done before a second look", first)
+	}
+	in, err := e.tool.Inspect(ctx, lostRetry, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Where.State != "stuck" || !strings.Contains(in.Next, "deliveries requeue "+lostRetry) {
+		t.Errorf("inspect of a stranded retry: where=%+v next=%q; want stuck", in.Where, in.Next)
+	}
+	for _, id := range queued {
+		if in, err := e.tool.Inspect(ctx, id, nil); err != nil || in.Where.State == "stuck" || in.Where.State == "nowhere" {
+			t.Errorf("inspect of queued %s: %+v %v", id, in.Where, err)
+		}
+	}
+	// An engine handles one meanwhile (a late copy delivered it).
+	if _, err := st.UpdateDelivery(ctx, handled, func(*proto.Delivery) (store.Patch, error) {
+		return store.Patch{{Name: "status", Value: proto.DeliverySuccess}, {Name: "attempts", Value: 1}, {Name: "completed_at", Value: time.Now()}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before[handled], _ = e.redis.Client.Get(ctx, store.DeliveryKey(handled)).Result()
+
+	second, err := r.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Requeued != 2 || second.Failed != 1 {
+		t.Fatalf("second sweep: %+v; want 2 put back and 1 failed as stale", second)
+	}
+	pending, _ := e.redis.Client.LRange(ctx, store.PendingList, 0, -1).Result()
+	if len(pending) != 3 || !slices.Contains(pending, lostRetry) || !slices.Contains(pending, lostNew) || !slices.Contains(pending, inPending) {
+		t.Fatalf("dispatch:pending = %v; want the two stranded ids and the one already there, once each", pending)
+	}
+	rec, err := st.Delivery(ctx, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != proto.DeliveryFailed || rec.ErrorMessage == nil || *rec.ErrorMessage != "Delivery expired: 48h old (max 24h)" || rec.CompletedAt == nil {
+		t.Fatalf("stale delivery: %s %v; want FAILED with the reference's expiry message", rec.Status, rec.ErrorMessage)
+	}
+	for id, raw := range before {
+		if now, _ := e.redis.Client.Get(ctx, store.DeliveryKey(id)).Result(); now != raw {
+			t.Errorf("queued or handled delivery %s was rewritten:\n%s\n%s", id, raw, now)
+		}
+	}
+	if info, _ := stream.Info(ctx); info.State.Msgs != 3 {
+		t.Errorf("stream holds %d messages, want the 3 it was given", info.State.Msgs)
+	}
+
+	// Put back, they are queued again: a third sweep finds nothing.
+	third, err := r.Sweep(ctx)
+	if err != nil || third.Stuck != 0 || third.Requeued != 0 {
+		t.Fatalf("third sweep: %+v %v; want nothing stuck", third, err)
+	}
+	for name, want := range map[string]float64{"jetrelay_reconciler_requeued_total": 2, "jetrelay_reconciler_failed_total": 1, "jetrelay_reconciler_stuck": 0} {
+		if got := metricValue(t, m, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	rep, err := e.tool.Status(ctx, nil)
+	if err != nil || rep.Reconciler == nil || rep.Reconciler.Requeued != 2 || rep.Reconciler.Failed != 1 || rep.Reconciler.Stuck != 0 {
+		t.Fatalf("status: %+v %v; want 2 put back, 1 failed, 0 stuck", rep.Reconciler, err)
+	}
+}
+
+func TestReconciler_AStrandedRetryIsDeliveredAndRequeueAcceptsOnlyStuckOnes(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	recv := receiver.New()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	sub := e.subscription(t, "acme", srv.URL+"/hooks")
+	secret, err := e.redis.Client.Get(ctx, store.SecretKey(sub)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := recv.Handle("/hooks", secret, receiver.Healthy())
+	now := time.Now().UTC()
+	lost := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	byHand := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	queued := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	if _, err := queue.EnsureStream(ctx, e.js, e.qc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.PublishMsg(ctx, queue.NewScheduleMsg(e.qc, queued, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := e.tool.Requeue(ctx, []string{byHand, queued}, ops.RequeueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Requeued) != 1 || res.Requeued[0] != byHand || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, "still queued (scheduled)") {
+		t.Fatalf("requeue: %+v; want the stuck one requeued and the scheduled one refused", res)
+	}
+
+	r := e.reconciler(t)
+	for range 2 {
+		if _, err := r.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.runPipeline(t)
+	st := store.New(e.redis.Client)
+	eventually(t, time.Minute, "both stranded deliveries SUCCESS", func() bool {
+		a, err1 := st.Delivery(ctx, lost)
+		b, err2 := st.Delivery(ctx, byHand)
+		return err1 == nil && err2 == nil && a.Status == proto.DeliverySuccess && b.Status == proto.DeliverySuccess
+	})
+	if s := ep.Stats(); s.Unique != 2 || s.Duplicates != 0 {
+		t.Fatalf("receiver saw %+v; want the two stranded deliveries once each", s)
+	}
+	if rec, _ := st.Delivery(ctx, queued); rec.Status != proto.DeliveryRetrying {
+		t.Fatalf("the scheduled delivery was sent ahead of its wake-up: %s", rec.Status)
+	}
+}
+
+// metricValue reads one unlabelled series from m's registry.
+func metricValue(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		mt := f.GetMetric()[0]
+		if c := mt.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return mt.GetGauge().GetValue()
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
