@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,9 +32,13 @@ func (e *opsEnv) retrying(t *testing.T, sub string, attemptedAt, nextRetry time.
 	return id
 }
 
-func (e *opsEnv) reconciler(t *testing.T) *reconcile.Reconciler {
+func (e *opsEnv) reconciler(t *testing.T, tune ...func(*reconcile.Config)) *reconcile.Reconciler {
 	t.Helper()
-	r, err := reconcile.New(e.redis.Client, e.js, reconcile.Config{Queue: e.qc, InstanceID: "ops-test", Margin: time.Minute, Logger: testLogger(t)})
+	cfg := reconcile.Config{Queue: e.qc, InstanceID: "ops-test", Margin: time.Minute, Logger: testLogger(t)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	r, err := reconcile.New(e.redis.Client, e.js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +176,7 @@ func TestReconciler_AStrandedRetryIsDeliveredAndRequeueAcceptsOnlyStuckOnes(t *t
 	ep := recv.Handle("/hooks", secret, receiver.Healthy())
 	now := time.Now().UTC()
 	lost := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	lostNew := e.delivery(t, sub, proto.DeliveryPending, now.Add(-10*time.Minute))
 	byHand := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
 	queued := e.retrying(t, sub, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
 	if _, err := queue.EnsureStream(ctx, e.js, e.qc); err != nil {
@@ -196,16 +202,102 @@ func TestReconciler_AStrandedRetryIsDeliveredAndRequeueAcceptsOnlyStuckOnes(t *t
 	}
 	e.runPipeline(t)
 	st := store.New(e.redis.Client)
-	eventually(t, time.Minute, "both stranded deliveries SUCCESS", func() bool {
-		a, err1 := st.Delivery(ctx, lost)
-		b, err2 := st.Delivery(ctx, byHand)
-		return err1 == nil && err2 == nil && a.Status == proto.DeliverySuccess && b.Status == proto.DeliverySuccess
+	eventually(t, time.Minute, "the stranded deliveries SUCCESS", func() bool {
+		for _, id := range []string{lost, lostNew, byHand} {
+			if rec, err := st.Delivery(ctx, id); err != nil || rec.Status != proto.DeliverySuccess {
+				return false
+			}
+		}
+		return true
 	})
-	if s := ep.Stats(); s.Unique != 2 || s.Duplicates != 0 {
-		t.Fatalf("receiver saw %+v; want the two stranded deliveries once each", s)
+	if s := ep.Stats(); s.Unique != 3 || s.Duplicates != 0 {
+		t.Fatalf("receiver saw %+v; want the three stranded deliveries once each", s)
 	}
 	if rec, _ := st.Delivery(ctx, queued); rec.Status != proto.DeliveryRetrying {
 		t.Fatalf("the scheduled delivery was sent ahead of its wake-up: %s", rec.Status)
+	}
+}
+
+func TestReconciler_OneBridgeAtATimeSweepsAndPutsBackOnce(t *testing.T) {
+	e := newOpsEnv(t)
+	if _, err := queue.EnsureStream(context.Background(), e.js, e.qc); err != nil {
+		t.Fatal(err)
+	}
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	lost := e.delivery(t, sub, proto.DeliveryPending, time.Now().Add(-10*time.Minute))
+	var rs []*reconcile.Reconciler
+	for _, id := range []string{"bridge-a", "bridge-b"} {
+		rs = append(rs, e.reconciler(t, func(c *reconcile.Config) { c.InstanceID, c.Period = id, 50*time.Millisecond }))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(func() { _ = r.Run(ctx) })
+	}
+	stop := func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+
+	sweeps := func() uint64 { return rs[0].Stats().Sweeps + rs[1].Stats().Sweeps }
+	eventually(t, 30*time.Second, "the stranded delivery put back", func() bool {
+		n, _ := e.redis.Client.LLen(context.Background(), store.PendingList).Result()
+		return n > 0
+	})
+	after := sweeps()
+	eventually(t, 30*time.Second, "five more sweeps", func() bool { return sweeps() >= after+5 })
+	stop()
+	pending, _ := e.redis.Client.LRange(context.Background(), store.PendingList, 0, -1).Result()
+	if len(pending) != 1 || pending[0] != lost {
+		t.Fatalf("dispatch:pending = %v; want %s once", pending, lost)
+	}
+	a, b := rs[0].Stats(), rs[1].Stats()
+	if (a.Sweeps > 0) == (b.Sweeps > 0) || a.Requeued+b.Requeued != 1 {
+		t.Fatalf("bridge-a %+v, bridge-b %+v; want one of them sweeping, and one put-back", a, b)
+	}
+}
+
+func TestReconciler_CoversALargeIndexInBoundedSweeps(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	if _, err := queue.EnsureStream(ctx, e.js, e.qc); err != nil {
+		t.Fatal(err)
+	}
+	// Two subscriptions, 25 terminal deliveries sharing one attempted_at
+	// (ties across page ends), and one stranded delivery at each index's end.
+	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var lost []string
+	for _, url := range []string{"https://a.example.com", "https://b.example.com"} {
+		sub := e.subscription(t, "acme", url)
+		for range 25 {
+			e.failed(t, sub, at)
+		}
+		lost = append(lost, e.delivery(t, sub, proto.DeliveryPending, at.Add(time.Minute)))
+	}
+	r := e.reconciler(t, func(c *reconcile.Config) { c.Batch = 4 })
+	var read int
+	for sweep := 0; ; sweep++ {
+		res, err := r.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Read > 4 {
+			t.Fatalf("sweep %d read %d index entries, more than its batch of 4", sweep, res.Read)
+		}
+		read += res.Read
+		if n, _ := e.redis.Client.LLen(ctx, store.PendingList).Result(); n == 2 {
+			break
+		}
+		if sweep > 40 {
+			t.Fatalf("after %d sweeps (%d entries read) dispatch:pending holds fewer than the 2 stranded deliveries", sweep, read)
+		}
+	}
+	pending, _ := e.redis.Client.LRange(ctx, store.PendingList, 0, -1).Result()
+	slices.Sort(pending)
+	slices.Sort(lost)
+	if !slices.Equal(pending, lost) {
+		t.Fatalf("dispatch:pending = %v, want %v", pending, lost)
+	}
+	if read < 52 {
+		t.Fatalf("read %d index entries; a pass over both indexes is 52", read)
 	}
 }
 

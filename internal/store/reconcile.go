@@ -80,12 +80,16 @@ func (s *Store) IndexPage(ctx context.Context, subscriptionID string, pos IndexP
 
 // putBackLua pushes a delivery id onto dispatch:pending, as admin enqueues
 // one, only while the record holds exactly the bytes the caller judged
-// stuck: any write in between (an engine's outcome, a requeue) makes it a
-// no-op. KEYS = [delivery:{id}, dispatch:pending] ARGV = [expected, id].
-// Returns 1 pushed, 0 changed underneath, -1 gone.
+// stuck (any write in between, an engine's outcome or a requeue, makes it a
+// no-op) and the id is not already there: the push leaves the record as it
+// is, so it is the list that makes a second push a no-op. The LPOS is
+// linear in the list; the reconciler does not act while it is long.
+// KEYS = [delivery:{id}, dispatch:pending] ARGV = [expected, id].
+// Returns 1 pushed, 0 changed underneath or already pending, -1 gone.
 const putBackLua = `local cur = redis.call('GET', KEYS[1])
 if not cur then return -1 end
 if cur ~= ARGV[1] then return 0 end
+if redis.call('LPOS', KEYS[2], ARGV[2]) then return 0 end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 return 1`
 
