@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/metrics"
 	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -160,6 +162,10 @@ func TestReconciler_PutsBackStrandedDeliveriesFailsStaleOnesAndNeverTouchesQueue
 	if err != nil || rep.Reconciler == nil || rep.Reconciler.Requeued != 2 || rep.Reconciler.Failed != 1 || rep.Reconciler.Stuck != 0 {
 		t.Fatalf("status: %+v %v; want 2 put back, 1 failed, 0 stuck", rep.Reconciler, err)
 	}
+	out, stderr, err := e.cli(t, nil, "status")
+	if err != nil || !strings.Contains(out, "0 stuck now; 2 put back, 1 failed as stale in all") {
+		t.Fatalf("status output lacks the reconciler line: %v\n%s%s", err, out, stderr)
+	}
 }
 
 func TestReconciler_AStrandedRetryIsDeliveredAndRequeueAcceptsOnlyStuckOnes(t *testing.T) {
@@ -215,6 +221,49 @@ func TestReconciler_AStrandedRetryIsDeliveredAndRequeueAcceptsOnlyStuckOnes(t *t
 	}
 	if rec, _ := st.Delivery(ctx, queued); rec.Status != proto.DeliveryRetrying {
 		t.Fatalf("the scheduled delivery was sent ahead of its wake-up: %s", rec.Status)
+	}
+}
+
+func TestReconciler_ReadsZeroWhileAHealthyPipelineRetriesAndDelivers(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	recv := receiver.New()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	sub := e.subscription(t, "acme", srv.URL+"/flaky")
+	secret, err := e.redis.Client.Get(ctx, store.SecretKey(sub)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := recv.Handle("/flaky", secret, receiver.FailFirst(2)) // two retries each: a short nak, then a wake-up
+	// The breaker stays closed, and 4 events fail at most 8 times in a row
+	// (auto-disable is at 10): every delivery goes the retry path.
+	e.runPipeline(t, func(c *engine.Config) { c.Breaker = engine.BreakerConfig{Threshold: 100} })
+	const n = 4
+	for range n {
+		if _, _, err := e.admin.Emit(ctx, admin.Event{EventType: "budget.exhausted", TenantID: "acme"}, admin.TraceSnapshot{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A margin far below the default: every hop of a healthy delivery is
+	// still shorter, so nothing may be called stuck.
+	r := e.reconciler(t, func(c *reconcile.Config) { c.Margin = 500 * time.Millisecond })
+	eventually(t, 2*time.Minute, "every delivery at the receiver", func() bool {
+		if _, err := r.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return ep.Stats().Unique == n
+	})
+	for range 2 {
+		if _, err := r.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := r.Stats(); s.Requeued != 0 || s.Failed != 0 || s.Stuck != 0 || s.Sweeps < 3 {
+		t.Fatalf("reconciler on a healthy system: %+v; want 0 put back, 0 failed, 0 stuck", s)
+	}
+	if s := ep.Stats(); s.Duplicates != 0 {
+		t.Fatalf("receiver saw %+v; want no duplicates", s)
 	}
 }
 
