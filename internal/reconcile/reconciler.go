@@ -285,7 +285,13 @@ func (r *Reconciler) reread(ctx context.Context, ids []string) ([]*store.Deliver
 func (r *Reconciler) act(ctx context.Context, rec *store.DeliveryRecord, res *SweepResult) error {
 	now := r.cfg.Now()
 	log := r.log.With("delivery_id", rec.DeliveryID, "subscription_id", rec.SubscriptionID, "status", rec.Status)
-	if age := now.Sub(Due(&proto.Delivery{AttemptedAt: rec.AttemptedAt}, now.UnixMilli())); age > r.cfg.MaxDeliveryAge {
+	// The stale cutoff counts from attempted_at, as the engine's does (a
+	// record without one is not stale).
+	created := now
+	if rec.AttemptedAt != nil {
+		created = rec.AttemptedAt.Time
+	}
+	if age := now.Sub(created); age > r.cfg.MaxDeliveryAge {
 		msg := proto.ExpiredMessage(age, r.cfg.MaxDeliveryAge)
 		done, err := r.st.FailExpired(ctx, rec, msg, now)
 		if err != nil {
