@@ -47,3 +47,7 @@ func (b *Bridge) beat(ctx context.Context) error {
 	}
 	return b.store.Beat(ctx, b.cfg.InstanceID, v, b.cfg.HeartbeatTTL)
 }
+
+// InstanceID is this bridge's instance id (Config.InstanceID, or the host
+// name it defaulted to).
+func (b *Bridge) InstanceID() string { return b.cfg.InstanceID }

@@ -31,7 +31,7 @@ func statusRoutes(cfg *config.Config) func(*app.Stack) map[string]http.Handler {
 		if name == "" {
 			name, _ = os.Hostname()
 		}
-		t := ops.New(ops.Options{Redis: s.Redis(), JetStream: s.JetStream(), Queue: s.Queue(), MaxDeliveryAge: cfg.MaxDeliveryAge})
+		t := ops.New(ops.Options{Redis: s.Redis(), JetStream: s.JetStream(), Queue: s.Queue(), MaxDeliveryAge: cfg.MaxDeliveryAge, ReconcileMargin: cfg.ReconcileMargin})
 		return map[string]http.Handler{"GET " + ops.StatusPath: ops.StatusHandler(t, ops.LocalReplica(name, cfg.Role, s.Engine(), s.Bridge()))}
 	}
 }

@@ -117,8 +117,7 @@ func (e *Engine) process(h *handling) settlement {
 
 	h.now = time.Now()
 	if age := h.now.Sub(attemptedAt(d, h.now)); age > e.cfg.MaxDeliveryAge {
-		msg := fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, e.cfg.MaxDeliveryAge/time.Hour)
-		return e.fail(h, msg, "stale")
+		return e.fail(h, proto.ExpiredMessage(age, e.cfg.MaxDeliveryAge), "stale")
 	}
 	if d.NextRetryAt != nil && d.NextRetryAt.Sub(h.now) > 100*time.Millisecond {
 		// An early copy (a duplicate, a legacy retry entry, a wake-up

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -78,4 +79,11 @@ func (p RetryPolicy) Delay(attempts int) time.Duration {
 		ms = int64(raw)
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// ExpiredMessage is the reference's error_message for a delivery failed
+// without a send at the stale cutoff (MAX_DELIVERY_AGE_MS): its age and the
+// cutoff in whole hours.
+func ExpiredMessage(age, maxAge time.Duration) string {
+	return fmt.Sprintf("Delivery expired: %dh old (max %dh)", age/time.Hour, maxAge/time.Hour)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/retention"
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -42,6 +43,7 @@ type Stack struct {
 	engineNC  *nats.Conn // engine: pulls, acks, in-progress signals
 	engineJS  jetstream.JetStream
 	bridge    *bridge.Bridge
+	reconcile *reconcile.Reconciler // nil unless this process runs the bridge
 	engine    *engine.Engine
 	registry  *transport.Registry // every compiled-in transport (http(s), nats, sqs, …)
 	guard     *ssrf.Guard         // nil unless this process runs the engine
@@ -137,6 +139,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if s.embedded != nil {
 			warnSeparateQueues(ctx, s.rdb, cfg.BridgeID, log)
 		}
+		s.reconcile, err = reconcile.New(s.rdb, s.js, reconcile.Config{
+			Queue: qc, InstanceID: s.bridge.InstanceID(), Period: cfg.ReconcilePeriod, Margin: cfg.ReconcileMargin,
+			MaxDeliveryAge: cfg.MaxDeliveryAge, Batch: cfg.ReconcileBatch, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
 		s.retention = &retention.Config{Interval: cfg.RetentionEvery, EventTTL: cfg.EventTTL, DeliveryTTL: cfg.DeliveryTTL, Logger: log.With("component", "retention")}
 	}
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleEngine {
@@ -193,6 +202,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)
+		s.metrics.WatchReconciler(s.reconcile.Stats)
 	}
 	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
 	s.metrics.WatchWaiting(s.js, qc)
@@ -208,7 +218,11 @@ func (s *Stack) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	// The errors are collected, not sent on a channel sized for a count of
+	// components that grows with each release (a send past its buffer
+	// blocked the process's shutdown forever).
+	var mu sync.Mutex
+	var all []error
 	start := func(name string, run func(context.Context) error) {
 		wg.Go(func() {
 			err := run(ctx)
@@ -216,7 +230,9 @@ func (s *Stack) Run(ctx context.Context) error {
 				s.log.Error(name+" stopped", "err", err)
 				cancel()
 			}
-			errs <- err
+			mu.Lock()
+			all = append(all, err)
+			mu.Unlock()
 		})
 	}
 	if s.guard != nil {
@@ -227,16 +243,12 @@ func (s *Stack) Run(ctx context.Context) error {
 	}
 	if s.bridge != nil {
 		start("bridge", s.bridge.Run)
+		start("reconciler", s.reconcile.Run)
 	}
 	if s.engine != nil {
 		start("engine", s.runEngine) // heartbeat.go
 	}
 	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
 	return errors.Join(all...)
 }
 

@@ -74,6 +74,11 @@ type Config struct {
 
 	BridgeID string
 
+	// The reconciler (internal/reconcile), run by the bridge role.
+	ReconcilePeriod time.Duration // JETRELAY_RECONCILE_PERIOD
+	ReconcileMargin time.Duration // JETRELAY_RECONCILE_MARGIN
+	ReconcileBatch  int           // JETRELAY_RECONCILE_BATCH
+
 	// Switch-over from the reference service (docs/migration.md).
 	AdoptReferenceProcessing bool          // JETRELAY_ADOPT_REFERENCE_PROCESSING
 	ProcessingRecoveryIdle   time.Duration // DISPATCH_PROCESSING_RECOVERY_IDLE_MS
@@ -144,6 +149,9 @@ func options() []option {
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
 		{"JETRELAY_SSRF_REFRESH", "ssrf-refresh", "10s", "how often config:webhook-security is re-read (changes apply without a restart)", setDuration(func(c *Config) *time.Duration { return &c.SSRFRefresh })},
 		{"JETRELAY_BRIDGE_ID", "bridge-id", "", "bridge instance id, stable across restarts (default: host name)", setString(func(c *Config) *string { return &c.BridgeID })},
+		{"JETRELAY_RECONCILE_PERIOD", "reconcile-period", "1m", "how often a bridge looks for stuck deliveries (neither terminal nor queued anywhere) and puts them back; one bridge at a time", setDuration(func(c *Config) *time.Duration { return &c.ReconcilePeriod })},
+		{"JETRELAY_RECONCILE_MARGIN", "reconcile-margin", "5m", "how long past due a delivery must be, and in no queue, before the reconciler calls it stuck", setDuration(func(c *Config) *time.Duration { return &c.ReconcileMargin })},
+		{"JETRELAY_RECONCILE_BATCH", "reconcile-batch", "2000", "delivery index entries (admin's deliveries:{subscription}) one reconcile sweep reads; a large keyspace is covered over several sweeps", setInt(func(c *Config) *int { return &c.ReconcileBatch })},
 		{"JETRELAY_ADOPT_REFERENCE_PROCESSING", "adopt-reference-processing", "true", "adopt the reference service's dispatch:processing entries whose claim is idle for DISPATCH_PROCESSING_RECOVERY_IDLE_MS (switch-over; safe beside live reference replicas)", setBool(func(c *Config) *bool { return &c.AdoptReferenceProcessing })},
 		{"DISPATCH_PROCESSING_RECOVERY_IDLE_MS", "dispatch-processing-recovery-idle-ms", "120000", "how long a dispatch:processing claim of the reference service must be idle before jetrelay adopts it (the reference's own setting)", setMillis(func(c *Config) *time.Duration { return &c.ProcessingRecoveryIdle })},
 		{"RETRY_BATCH_SIZE", "retry-batch-size", "100", "due ids moved per promotion from the reference's dispatch:retry ZSET (the reference's own setting)", setInt(func(c *Config) *int { return &c.RetryBatchSize })},
@@ -289,6 +297,12 @@ func (c *Config) validate() error {
 	}
 	if c.ProcessingRecoveryIdle <= 0 {
 		errs = append(errs, fmt.Errorf("DISPATCH_PROCESSING_RECOVERY_IDLE_MS (--dispatch-processing-recovery-idle-ms) must be positive, got %s", c.ProcessingRecoveryIdle))
+	}
+	if c.ReconcilePeriod <= 0 || c.ReconcileMargin <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_RECONCILE_PERIOD (%s) and JETRELAY_RECONCILE_MARGIN (%s) must be positive", c.ReconcilePeriod, c.ReconcileMargin))
+	}
+	if c.ReconcileBatch < 1 {
+		errs = append(errs, fmt.Errorf("JETRELAY_RECONCILE_BATCH (--reconcile-batch) must be at least 1, got %d", c.ReconcileBatch))
 	}
 	if c.RetryBatchSize < 1 {
 		errs = append(errs, fmt.Errorf("RETRY_BATCH_SIZE (--retry-batch-size) must be at least 1, got %d", c.RetryBatchSize))

@@ -21,6 +21,7 @@ import (
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
@@ -53,6 +54,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	m.WatchWaiting(js, qc)
 	m.WatchRedis(store.New(rdb))
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })
+	m.WatchReconciler(func() reconcile.Stats { return reconcile.Stats{} })
 	m.WatchBreakers(func() engine.BreakerStats { return engine.BreakerStats{} })
 	m.WatchLimits(func() []engine.SubscriptionLimit { return nil })
 	m.WatchWork(func() engine.WorkStats { return engine.WorkStats{New: 2, Back: 1} })

@@ -10,6 +10,7 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
@@ -203,5 +204,24 @@ func (m *Metrics) WatchReadiness(checks map[string]mgmt.Check) {
 		for name := range checks {
 			gauge(ch, d, boolValue(answered[name]), name)
 		}
+	}})
+}
+
+// WatchReconciler reports the reconciler's counters (reconcile.Stats). All
+// read 0 on a healthy system: anything else means a delivery was found in
+// no queue, and a hop lost it. Call it at most once.
+func (m *Metrics) WatchReconciler(stats func() reconcile.Stats) {
+	var (
+		requeued = prometheus.NewDesc("jetrelay_reconciler_requeued_total", "Stuck deliveries (neither terminal nor queued anywhere, past the reconcile margin) this bridge put back on dispatch:pending.", nil, nil)
+		failed   = prometheus.NewDesc("jetrelay_reconciler_failed_total", "Stuck deliveries this bridge failed at the stale cutoff (MAX_DELIVERY_AGE_MS) instead of putting them back.", nil, nil)
+		stuck    = prometheus.NewDesc("jetrelay_reconciler_stuck", "Deliveries the last sweep of this bridge found stuck; they are put back at the next sweep if a second look agrees.", nil, nil)
+		sweeps   = prometheus.NewDesc("jetrelay_reconciler_sweeps_total", "Reconcile sweeps this bridge ran while it held the reconciler lease.", nil, nil)
+	)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{requeued, failed, stuck, sweeps}, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		counterValue(ch, requeued, s.Requeued)
+		counterValue(ch, failed, s.Failed)
+		counterValue(ch, sweeps, s.Sweeps)
+		ch <- prometheus.MustNewConstMetric(stuck, prometheus.GaugeValue, float64(s.Stuck))
 	}})
 }

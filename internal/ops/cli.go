@@ -128,7 +128,7 @@ func (c *command) open(ctx context.Context, cfg *config.Config, withJetStream bo
 	}
 	closers := []func(){func() { rdb.Close() }}
 	o := Options{
-		Redis: rdb, MaxDeliveryAge: cfg.MaxDeliveryAge,
+		Redis: rdb, MaxDeliveryAge: cfg.MaxDeliveryAge, ReconcileMargin: cfg.ReconcileMargin,
 		Queue: queue.Config{Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer},
 	}
 	if withJetStream {

@@ -119,7 +119,9 @@ func deliveriesRequeue(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return fmt.Errorf("deliveries requeue: %w", err)
 	}
-	t, closeAll, err := c.open(ctx, cfg, false)
+	// JetStream too: a PENDING or RETRYING id is requeued only when it is
+	// proven stuck, in no queue of Redis or JetStream.
+	t, closeAll, err := c.open(ctx, cfg, true)
 	if err != nil {
 		return err
 	}

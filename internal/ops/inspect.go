@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -57,7 +55,9 @@ type SubscriptionBrief struct {
 type Location struct {
 	// State is one of: done, redis_pending, bridge_processing,
 	// legacy_retry, scheduled, held, jetstream (queued or in flight),
-	// nowhere (not terminal yet no work item found), unknown.
+	// stuck (neither terminal nor queued anywhere, past the reconcile
+	// margin), nowhere (in no queue, but within the margin: likely between
+	// two hops), unknown.
 	State  string `json:"state"`
 	Detail string `json:"detail"`
 	// ScheduledFor is when a scheduled delivery wakes up.
@@ -133,66 +133,64 @@ func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Ins
 	return in, nil
 }
 
-// locate finds the work item: Redis lists first (before the bridge moved
-// it), then the JetStream subjects where waiting work lives.
+// locate finds the work item where reconcile.Locator looks (Redis lists
+// first, then the JetStream subjects of waiting work, then the work items),
+// and calls a delivery stuck as the reconciler does.
 func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscription) (Location, error) {
 	if d.Status.Terminal() {
 		return Location{State: "done", Detail: "the delivery is " + string(d.Status) + "; no work item is kept for it"}, nil
 	}
-	bridges, err := t.st.Bridges(ctx)
+	places, err := t.loc.Locate(ctx, []*proto.Delivery{d})
 	if err != nil {
 		return Location{}, err
 	}
-	switch where, dueMs, err := t.st.InRedisQueue(ctx, d.DeliveryID, bridges); {
-	case err != nil:
-		return Location{}, err
-	case where == store.PendingList:
+	p := places[0]
+	switch p.Kind {
+	case reconcile.RedisPending:
 		return Location{State: "redis_pending", Detail: "in dispatch:pending, waiting for a bridge to move it into JetStream"}, nil
-	case where == store.RetryZSet:
+	case reconcile.LegacyRetry:
 		return Location{State: "legacy_retry", Detail: "in the reference service's dispatch:retry ZSET; a bridge promotes it when due"}, nil
-	case where == store.LegacyDeferredZSet:
-		at := proto.FormatInstant(time.UnixMilli(dueMs).UTC())
+	case reconcile.LegacyDeferred:
+		at := proto.FormatInstant(p.At)
 		return Location{State: "scheduled", ScheduledFor: at, Detail: "parked in jetrelay:deferred by a jetrelay before JetStream schedules, due " + at + "; a bridge moves it into dispatch:pending when it starts"}, nil
-	case where != "":
-		return Location{State: "bridge_processing", Detail: "in " + where + ": moved by a bridge, being published to JetStream"}, nil
-	}
-	if t.js == nil {
-		return Location{State: "unknown", Detail: "not in Redis's dispatch lists; JetStream state unknown: " + t.jsWhy}, nil
-	}
-	stream, err := t.js.Stream(ctx, t.q.Stream)
-	if err != nil {
-		return Location{State: "unknown", Detail: fmt.Sprintf("JetStream stream %s: %v", t.q.Stream, err)}, nil
-	}
-	if m, err := stream.GetLastMsgForSubject(ctx, t.q.ScheduleSubject(d.DeliveryID)); err == nil {
-		loc := Location{State: "scheduled", Detail: "a JetStream message schedule on " + m.Subject + " wakes it up"}
-		if at, ok := scheduledAt(m.Header.Get(jetstream.ScheduleHeader)); ok {
-			loc.ScheduledFor = proto.FormatInstant(at)
+	case reconcile.BridgeProcessing:
+		return Location{State: "bridge_processing", Detail: "in " + p.Where + ": moved by a bridge, being published to JetStream"}, nil
+	case reconcile.Scheduled:
+		loc := Location{State: "scheduled", Detail: "a JetStream message schedule on " + p.Where + " wakes it up"}
+		if !p.At.IsZero() {
+			loc.ScheduledFor = proto.FormatInstant(p.At)
 			loc.Detail += " at " + loc.ScheduledFor
 		}
 		return loc, nil
-	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Location{}, fmt.Errorf("look up %s: %w", t.q.ScheduleSubject(d.DeliveryID), err)
-	}
-	if m, err := stream.GetLastMsgForSubject(ctx, t.q.HeldSubject(d.SubscriptionID, d.DeliveryID)); err == nil {
+	case reconcile.Held:
 		why := "its subscription is not ACTIVE"
 		if sub != nil {
 			why = "its subscription is " + string(sub.Status)
 		}
-		return Location{State: "held", Detail: "held on " + m.Subject + ": " + why}, nil
-	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Location{}, fmt.Errorf("look up held deliveries: %w", err)
-	}
-	loc := Location{State: "jetstream", Detail: "queued or in flight on " + t.q.Subject +
-		" (JetStream cannot tell cheaply which, nor list in-flight ids)"}
-	if cons, err := stream.Consumer(ctx, t.q.Consumer); err == nil {
-		ci := cons.CachedInfo()
-		loc.Queue = &ConsumerCounts{Pending: ci.NumPending, AckPending: ci.NumAckPending}
-		if ci.NumPending == 0 && ci.NumAckPending == 0 {
-			loc.State = "nowhere"
-			loc.Detail = "no work item found: not in Redis's lists, not scheduled or held, and the consumer has nothing pending or in flight"
+		return Location{State: "held", Detail: "held on " + p.Where + ": " + why}, nil
+	case reconcile.WorkItem:
+		loc := Location{State: "jetstream", Detail: "queued or in flight on " + t.q.Subject + " (JetStream cannot tell cheaply which)"}
+		if stream, err := t.js.Stream(ctx, t.q.Stream); err == nil {
+			if cons, err := stream.Consumer(ctx, t.q.Consumer); err == nil {
+				ci := cons.CachedInfo()
+				loc.Queue = &ConsumerCounts{Pending: ci.NumPending, AckPending: ci.NumAckPending}
+			}
 		}
+		return loc, nil
+	case reconcile.Nowhere:
+		due := reconcile.Due(d, t.now().UnixMilli())
+		if reconcile.Stuck(p, due, t.now(), t.margin) {
+			return Location{State: "stuck", Detail: fmt.Sprintf("neither terminal nor queued anywhere: not in Redis's dispatch lists, not scheduled, held or a work item in JetStream, and due since %s (more than the reconcile margin, %s)", proto.FormatInstant(due), t.margin)}, nil
+		}
+		return Location{State: "nowhere", Detail: fmt.Sprintf("no work item found right now: not in Redis's dispatch lists, not scheduled, held or a work item in JetStream; it may be between two hops (due %s, within the reconcile margin of %s)", proto.FormatInstant(due), t.margin)}, nil
 	}
-	return loc, nil
+	if t.js == nil {
+		return Location{State: "unknown", Detail: "not in Redis's dispatch lists; JetStream state unknown: " + t.jsWhy}, nil
+	}
+	if p.Where == store.PendingList {
+		return Location{State: "unknown", Detail: "dispatch:pending is too long to search for it; look again when the bridges have caught up"}, nil
+	}
+	return Location{State: "unknown", Detail: fmt.Sprintf("not in Redis's dispatch lists, not scheduled or held; %s holds %d work items, more than one look reads, so whether it is among them is unknown", t.q.Subject, p.WorkItems)}, nil
 }
 
 // next says in words what will happen to d, or what an operator can do.
@@ -227,8 +225,10 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 		return "it is released when its subscription is ACTIVE again"
 	case "jetstream":
 		return fmt.Sprintf("the engine attempts it (attempt %d)", d.Attempts+1)
+	case "stuck":
+		return "nothing on its own path: the reconciler puts it back at its next sweeps (every JETRELAY_RECONCILE_PERIOD), or put it back now with `jetrelay deliveries requeue " + id + "`"
 	case "nowhere":
-		return "nothing will: the work item is lost. The bridge's recovery re-drives PENDING records it moved; otherwise fail it and requeue it"
+		return "probably moving between two hops; if it is still in no queue past the reconcile margin it is stuck, and the reconciler puts it back"
 	}
 	return "unknown: JetStream could not be read from here"
 }
@@ -248,16 +248,6 @@ func lastAnswer(d *proto.Delivery) string {
 		parts = append(parts, fmt.Sprintf("in %d ms", *d.ResponseTimeMs))
 	}
 	return strings.Join(parts, " ")
-}
-
-// scheduledAt parses a Nats-Schedule "@at <RFC3339>" header.
-func scheduledAt(h string) (time.Time, bool) {
-	v, ok := strings.CutPrefix(h, "@at ")
-	if !ok {
-		return time.Time{}, false
-	}
-	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(v))
-	return at, err == nil
 }
 
 func describeErr(err error) string {

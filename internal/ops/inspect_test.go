@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,8 @@ func (e *opsEnv) publish(t *testing.T, subj string, hdr map[string]string) {
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
-	m.Data = []byte("work")
+	// A work item's body is its delivery id (queue.NewMsg).
+	m.Data = []byte(cmp.Or(hdr["Nats-Msg-Id"], "work"))
 	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
 		t.Fatalf("publish %s: %v", subj, err)
 	}
@@ -71,7 +73,7 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 		{held, "held", "subscriptions set-status " + paused + " ACTIVE"},
 		{queued, "jetstream", "the engine attempts it (attempt 1)"},
 		{parked, "scheduled", "attempts it again at " + proto.FormatInstant(parkedUntil)},
-		{stale, "jetstream", "older than MAX_DELIVERY_AGE_MS"},
+		{stale, "stuck", "older than MAX_DELIVERY_AGE_MS"},
 	}
 	for _, tc := range cases {
 		in, err := e.tool.Inspect(ctx, tc.id, nil)

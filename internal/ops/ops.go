@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 )
 
@@ -25,6 +26,9 @@ type Options struct {
 	// MaxDeliveryAge is run's MAX_DELIVERY_AGE_MS (default 24h): older
 	// deliveries are failed without a send.
 	MaxDeliveryAge time.Duration
+	// ReconcileMargin is run's JETRELAY_RECONCILE_MARGIN (default 5m): a
+	// delivery in no queue for longer than that past its due time is stuck.
+	ReconcileMargin time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -38,6 +42,8 @@ type Tool struct {
 	jsWhy  string
 	q      queue.Config
 	maxAge time.Duration
+	margin time.Duration
+	loc    *reconcile.Locator
 	now    func() time.Time
 }
 
@@ -50,7 +56,12 @@ func New(o Options) *Tool {
 		jsWhy:  o.JetStreamUnavailable,
 		q:      o.Queue.WithDefaults(),
 		maxAge: o.MaxDeliveryAge,
+		margin: o.ReconcileMargin,
 		now:    o.Now,
+	}
+	t.loc = reconcile.NewLocator(t.st, t.js, t.q, 0)
+	if t.margin <= 0 {
+		t.margin = reconcile.DefaultMargin
 	}
 	if t.maxAge <= 0 {
 		t.maxAge = 24 * time.Hour

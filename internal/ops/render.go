@@ -158,6 +158,11 @@ func writeStatus(w io.Writer, r *Report) error {
 	for _, w := range r.Warnings {
 		row("WARNING", w)
 	}
+	if rc := r.Reconciler; rc != nil {
+		row("reconciler (stuck deliveries)", fmt.Sprintf("%d stuck now; %d put back, %d failed as stale in all (last sweep %s ago by %s)", rc.Stuck, rc.Requeued, rc.Failed, orDash(rc.LastSweepAge), orDash(rc.By)))
+	} else {
+		row("reconciler (stuck deliveries)", "no sweep yet (a bridge sweeps every JETRELAY_RECONCILE_PERIOD)")
+	}
 	if len(r.Replicas) == 0 {
 		row("replicas", "unknown: "+orDash(r.ReplicasUnknown))
 	}

@@ -31,8 +31,8 @@ type RequeueResult struct {
 	// Requeued are the deliveries put back to PENDING and pushed (or, on a
 	// dry run, that would be).
 	Requeued []string `json:"requeued"`
-	// Skipped are deliveries left alone, with why (not FAILED: already
-	// requeued, delivered, or still the engine's).
+	// Skipped are deliveries left alone, with why (not FAILED nor stuck:
+	// already requeued, delivered, or still queued for the engine).
 	Skipped []Skipped `json:"skipped,omitempty"`
 }
 
@@ -46,9 +46,11 @@ type Skipped struct {
 // exist; nothing is changed then.
 var ErrUnknownDeliveries = errors.New("unknown deliveries")
 
-// Requeue puts the FAILED deliveries among ids back to PENDING with their
-// attempts reset and pushes them onto dispatch:pending as admin enqueues a
-// new delivery. Each reset is a compare-and-set on the record, so a second
+// Requeue puts the FAILED deliveries among ids, and the stuck ones
+// (PENDING or RETRYING, yet queued nowhere past the reconcile margin), back
+// to PENDING with their attempts reset and pushes them onto dispatch:pending
+// as admin enqueues a new delivery. A PENDING or RETRYING delivery that is
+// still queued is skipped: requeueing it would send it twice. Each reset is a compare-and-set on the record, so a second
 // run (or a concurrent one) finds them no longer FAILED and skips them: a
 // delivery is sent once however often the command runs. Every id is
 // checked first: an id with no record (or an unreadable one) fails the
@@ -107,7 +109,13 @@ func (t *Tool) requeue(ctx context.Context, ids []string, o RequeueOptions) (*Re
 			}
 		}
 		rec, err := t.st.Requeue(ctx, id, t.now(), o.DryRun)
+		var skip string
+		if errors.Is(err, store.ErrNotRequeueable) && !rec.Status.Terminal() {
+			skip, err = t.requeueStuck(ctx, rec, o.DryRun)
+		}
 		switch {
+		case skip != "":
+			res.Skipped = append(res.Skipped, Skipped{DeliveryID: id, Reason: skip})
 		case err == nil:
 			res.Requeued = append(res.Requeued, id)
 		case errors.Is(err, store.ErrNotRequeueable):
@@ -122,4 +130,36 @@ func (t *Tool) requeue(ctx context.Context, ids []string, o RequeueOptions) (*Re
 		}
 	}
 	return res, nil
+}
+
+// requeueStuck requeues rec, a PENDING or RETRYING delivery, if it is
+// stuck: neither terminal nor queued anywhere, past the reconcile margin.
+// Two looks in a row must agree, and the reset is a compare-and-set on the
+// bytes read before them, so a delivery that is still queued, or that an
+// engine handles meanwhile, is never pushed a second time. It returns why
+// it left rec alone, or "" when it requeued it (or, on a dry run, would).
+func (t *Tool) requeueStuck(ctx context.Context, rec *store.DeliveryRecord, dryRun bool) (string, error) {
+	for range 2 {
+		where, err := t.locate(ctx, rec.Delivery, nil)
+		if err != nil {
+			return "", err
+		}
+		if where.State == "nowhere" {
+			return fmt.Sprintf("status is %s and it is in no queue, but due less than the reconcile margin (%s) ago: it may be between two hops; look again later", rec.Status, t.margin), nil
+		}
+		if where.State == "unknown" {
+			return fmt.Sprintf("status is %s and whether it is still queued is unknown (%s): only FAILED or stuck deliveries are requeued", rec.Status, where.Detail), nil
+		}
+		if where.State != "stuck" {
+			return fmt.Sprintf("status is %s and it is still queued (%s): the engine owns it; only FAILED or stuck deliveries are requeued", rec.Status, where.State), nil
+		}
+	}
+	if dryRun {
+		return "", nil
+	}
+	_, err := t.st.RequeueRecord(ctx, rec, t.now())
+	if errors.Is(err, store.ErrConflict) {
+		return "it changed while it was being requeued (an engine or a reconciler handled it); look again", nil
+	}
+	return "", err
 }

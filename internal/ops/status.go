@@ -24,7 +24,9 @@ type Report struct {
 	// JetStreamUnknown says why JetStream was not read.
 	JetStreamUnknown string                 `json:"jetstream_unknown,omitempty"`
 	Bridges          []store.BridgeInstance `json:"bridges"`
-	Replicas         []Replica              `json:"replicas"`
+	// Reconciler is what the reconcilers found (nil before the first sweep).
+	Reconciler *ReconcilerSummary `json:"reconciler,omitempty"`
+	Replicas   []Replica          `json:"replicas"`
 	// ReplicasUnknown says why no replica's own state is shown.
 	ReplicasUnknown string `json:"replicas_unknown,omitempty"`
 	// Warnings are deployment traps seen in the bridge registry, such as
@@ -64,6 +66,21 @@ type StreamQueue struct {
 	// OldestWaitingAge is the age of the oldest work item still in the
 	// stream (queued or in flight), empty when none.
 	OldestWaitingAge string `json:"oldest_waiting_age,omitempty"`
+}
+
+// ReconcilerSummary is what the bridges' reconciler found: deliveries
+// neither terminal nor queued anywhere. Every count is 0 on a healthy
+// system.
+type ReconcilerSummary struct {
+	// Stuck is how many the last sweep found (acted on at the next one).
+	Stuck int64 `json:"stuck"`
+	// Requeued and Failed count those put back, and those failed at the
+	// stale cutoff, since the first sweep on this Redis.
+	Requeued int64 `json:"requeued"`
+	Failed   int64 `json:"failed"`
+	// By is the bridge that swept last, LastSweepAge how long ago.
+	By           string `json:"by"`
+	LastSweepAge string `json:"last_sweep_age"`
 }
 
 // Replica is what one jetrelay process alone knows: its breakers and
@@ -144,6 +161,12 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 	}
 	if msg := store.SeparateQueues(rep.Bridges, ""); msg != "" {
 		rep.Warnings = append(rep.Warnings, msg)
+	}
+	switch sum, err := t.st.ReconcileSummary(ctx); {
+	case err == nil:
+		rep.Reconciler = &ReconcilerSummary{Stuck: sum.Stuck, Requeued: sum.Requeued, Failed: sum.Failed, By: sum.By, LastSweepAge: age(now, time.UnixMilli(sum.AtMs))}
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
 	}
 	if t.js == nil {
 		rep.JetStreamUnknown = t.jsWhy

@@ -176,44 +176,65 @@ func (s *Store) Requeue(ctx context.Context, id string, now time.Time, dryRun bo
 		if rec.Status != proto.DeliveryFailed {
 			return rec, fmt.Errorf("%s is %s: %w", strconv.Quote(id), rec.Status, ErrNotRequeueable)
 		}
-		next, err := Patch{
-			{"status", proto.DeliveryPending},
-			{"attempted_at", now},
-			{"completed_at", nil},
-			{"attempts", 0},
-			{"response_status", nil},
-			{"response_time_ms", nil},
-			{"error_message", nil},
-			{"next_retry_at", nil},
-			// Fresh evidence for the breakers of every replica
-			// (engine.freshEvidence): the operator redrives because
-			// the endpoint is fixed.
-			{"jetrelay_requeued_at", now},
-		}.apply(rec.Raw)
-		if err != nil {
-			return nil, err
-		}
-		d, err := proto.ParseDelivery(next)
-		if err != nil {
-			return nil, fmt.Errorf("store: requeue would leave %s unreadable: %w", strconv.Quote(id), err)
-		}
 		if dryRun {
 			return rec, nil
 		}
-		keys := []string{DeliveryKey(id), DeliveryIndexKey(rec.SubscriptionID), PendingList}
-		res, err := requeueScript.Run(ctx, s.rdb, keys, rec.Raw, next,
-			now.UnixMilli(), id, int64(DeliveryTTL/time.Second)).Int()
-		if err != nil {
-			return nil, fmt.Errorf("store: requeue %s: %w", strconv.Quote(id), err)
-		}
-		switch res {
-		case 1:
-			return &DeliveryRecord{Raw: next, Delivery: d}, nil
-		case -1:
-			return nil, fmt.Errorf("%s vanished during requeue: %w", strconv.Quote(id), ErrNotFound)
+		requeued, err := s.RequeueRecord(ctx, rec, now)
+		if !errors.Is(err, ErrConflict) {
+			return requeued, err
 		}
 	}
 	return nil, fmt.Errorf("%s: %w", strconv.Quote(id), ErrConflict)
+}
+
+// RequeueRecord resets rec's delivery to PENDING as Requeue does (attempts
+// and last answer cleared, attempted_at = now, jetrelay_requeued_at = now)
+// and pushes it onto
+// dispatch:pending, atomically, only while its record still holds exactly
+// rec.Raw; otherwise it changes nothing and returns an error wrapping
+// ErrConflict. The caller decides that rec may be requeued: Requeue for a
+// FAILED delivery, the operator tools for one found stuck (neither terminal
+// nor queued anywhere), whose check the compare keeps true up to the write.
+func (s *Store) RequeueRecord(ctx context.Context, rec *DeliveryRecord, now time.Time) (*DeliveryRecord, error) {
+	id := rec.DeliveryID
+	p := Patch{
+		{"status", proto.DeliveryPending},
+		{"attempted_at", now},
+		{"completed_at", nil},
+		{"attempts", 0},
+		{"response_status", nil},
+		{"response_time_ms", nil},
+		{"error_message", nil},
+		{"next_retry_at", nil},
+		// Fresh evidence for the breakers of every replica
+		// (engine.freshEvidence): the operator redrives because the
+		// endpoint is fixed.
+		{"jetrelay_requeued_at", now},
+	}
+	if rec.Waiting != nil {
+		p = append(p, Field{Name: "jetrelay_waiting", Value: nil})
+	}
+	next, err := p.apply(rec.Raw)
+	if err != nil {
+		return nil, err
+	}
+	d, err := proto.ParseDelivery(next)
+	if err != nil {
+		return nil, fmt.Errorf("store: requeue would leave %s unreadable: %w", strconv.Quote(id), err)
+	}
+	keys := []string{DeliveryKey(id), DeliveryIndexKey(rec.SubscriptionID), PendingList}
+	res, err := requeueScript.Run(ctx, s.rdb, keys, rec.Raw, next,
+		now.UnixMilli(), id, int64(DeliveryTTL/time.Second)).Int()
+	if err != nil {
+		return nil, fmt.Errorf("store: requeue %s: %w", strconv.Quote(id), err)
+	}
+	switch res {
+	case 1:
+		return &DeliveryRecord{Raw: next, Delivery: d}, nil
+	case -1:
+		return nil, fmt.Errorf("%s vanished during requeue: %w", strconv.Quote(id), ErrNotFound)
+	}
+	return nil, fmt.Errorf("%s changed during requeue: %w", strconv.Quote(id), ErrConflict)
 }
 
 // QuarantineEntries returns up to count dispatch:failed entries from
@@ -322,11 +343,12 @@ func (s *Store) Bridges(ctx context.Context) ([]BridgeInstance, error) {
 }
 
 // InRedisQueue says where in Redis's dispatch structures delivery id sits:
-// "dispatch:pending", a bridge's processing list, "dispatch:retry" or
+// "dispatch:pending", a bridge's processing list, the reference service's
+// dispatch:processing, "dispatch:retry" or
 // "jetrelay:deferred" (with the epoch millis it is due), or "" when it is
 // in none of them.
 func (s *Store) InRedisQueue(ctx context.Context, id string, bridges []BridgeInstance) (where string, dueMs int64, err error) {
-	lists := []string{PendingList}
+	lists := []string{PendingList, LegacyProcessingList}
 	for _, b := range bridges {
 		lists = append(lists, ProcessingList(b.ID))
 	}
