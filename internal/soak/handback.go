@@ -1,0 +1,97 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// handbackPatience is how long the soak retries a refused handback once
+// every jetrelay process has stopped: the issue's bar is "within seconds".
+const handbackPatience = 20 * time.Second
+
+// handback is the rollback and switch-over in the middle of the run: every
+// jetrelay process stops (SIGTERM), `jetrelay handback` returns each
+// keyspace's deliveries to the reference service's Redis keys, every
+// delivery that is not final must then be in Redis (a rollback would send
+// nothing else), and jetrelay starts again.
+func (s *soak) handback(ctx context.Context) error {
+	s.logf("%s: stopping every jetrelay process", Handback)
+	for _, sp := range s.spaces {
+		for _, r := range sp.relays {
+			if err := r.stop(syscall.SIGTERM); err != nil {
+				return err
+			}
+		}
+	}
+	for _, sp := range s.spaces {
+		if err := s.handbackSpace(ctx, sp); err != nil {
+			return err
+		}
+	}
+	s.logf("%s: switching over (starting jetrelay again)", Handback)
+	for _, sp := range s.spaces {
+		for _, r := range sp.relays {
+			if err := r.start(context.WithoutCancel(ctx)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *soak) handbackSpace(ctx context.Context, sp *keyspace) error {
+	started := time.Now()
+	var (
+		code  int
+		out   string
+		tries int
+	)
+	for {
+		tries++
+		var err error
+		code, out, err = run(ctx, time.Minute, s.opsEnv(sp), s.bins.Jetrelay, "handback")
+		if err != nil {
+			return err
+		}
+		if code == 0 || time.Since(started) > handbackPatience {
+			break
+		}
+		if sleep(ctx, time.Second) != nil {
+			return nil
+		}
+	}
+	result := fmt.Sprintf("%s: exit %d after %d tries in %s: %s", sp.name, code, tries, time.Since(started).Round(100*time.Millisecond), firstLine(out))
+	s.rep.mu.Lock()
+	s.rep.HandbackResults = append(s.rep.HandbackResults, result)
+	s.rep.mu.Unlock()
+	s.logf("%s %s", Handback, result)
+	if code != 0 {
+		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, firstLine(out)))
+		return nil
+	}
+	if tries > 1 {
+		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback refused %d times after every process had stopped (%s): %s", sp.name, tries-1, time.Since(started).Round(100*time.Millisecond), firstLine(out)))
+	}
+	// The load pauses while Redis is read, so a delivery admin is writing
+	// is not caught between its record and its push.
+	sp.gate.Lock()
+	defer sp.gate.Unlock()
+	recs, err := s.records(ctx, sp)
+	if err != nil {
+		return fmt.Errorf("read deliveries after handback: %w", err)
+	}
+	places := map[string][]string{}
+	if err := s.redisPlaces(ctx, sp, places); err != nil {
+		return fmt.Errorf("read Redis queues after handback: %w", err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(recs)) {
+		if d := recs[id]; d != nil && !d.Status.Terminal() && len(places[id]) == 0 {
+			s.rep.violate(CheckHandback, id, fmt.Sprintf("not final and in no Redis queue after handback: a rollback to the reference service would never send it (%s keyspace)", sp.name))
+		}
+	}
+	return nil
+}
