@@ -15,19 +15,26 @@ import (
 // faults injects the plan's faults one after the other, each at its time
 // or as soon as the previous one is over.
 func (s *soak) faults(ctx context.Context) error {
+	// The rollback stops every process for as long as handback takes; the
+	// faults after it are shifted by that time, so the run has its whole
+	// plan however slow the handback was.
+	var shift time.Duration
 	for _, f := range s.plan.Faults {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Until(s.start.Add(f.At))):
+		case <-time.After(time.Until(s.start.Add(f.At + shift))):
 		}
-		if time.Since(s.start) >= s.cfg.Duration && f.Kind != Handback {
+		if time.Since(s.start) >= s.cfg.Duration+shift && f.Kind != Handback {
 			break
 		}
 		from := time.Now()
 		disruptive, err := s.inject(ctx, f)
 		if err != nil {
 			return fmt.Errorf("soak: %s: %w", f.Kind, err)
+		}
+		if f.Kind == Handback {
+			shift += time.Since(from)
 		}
 		if disruptive {
 			s.wmu.Lock()
@@ -39,7 +46,7 @@ func (s *soak) faults(ctx context.Context) error {
 	// The fault phase lasts its whole duration even when the plan ends early.
 	select {
 	case <-ctx.Done():
-	case <-time.After(time.Until(s.start.Add(s.cfg.Duration))):
+	case <-time.After(time.Until(s.start.Add(s.cfg.Duration + shift))):
 	}
 	return nil
 }
@@ -52,6 +59,19 @@ func (s *soak) inject(ctx context.Context, f Fault) (disruptive bool, err error)
 	case KillReplica, TermReplica:
 		replicas := cluster.relays[:2]
 		return true, s.bounce(ctx, f, replicas[f.Target%len(replicas)])
+	case StallReplica:
+		replicas := cluster.relays[:2]
+		r := replicas[f.Target%len(replicas)]
+		// Longer than AckWait (3s), as a long GC pause or a starved VM:
+		// the stalled replica's work comes back to the other one while it
+		// still holds it.
+		freeze := 3*time.Second + f.Down
+		s.logf("%s %s (frozen %s)", f.Kind, r.name, freeze.Round(time.Millisecond))
+		if err := r.proc.signal(syscall.SIGSTOP); err != nil {
+			return true, err
+		}
+		sleep(ctx, freeze)
+		return true, r.proc.signal(syscall.SIGCONT)
 	case KillBridge, TermBridge:
 		return true, s.bounce(ctx, f, cluster.relays[2])
 	case KillEmbedded, TermEmbedded:
@@ -102,7 +122,7 @@ func (s *soak) inject(ctx context.Context, f Fault) (disruptive bool, err error)
 		if err != nil {
 			return false, err
 		}
-		s.logf("%s %s: exit %d: %s", f.Kind, subID, code, firstLine(out))
+		s.logf("%s %s: exit %d: %s", f.Kind, subID, code, oneLine(out))
 		return false, nil
 	case Handback:
 		return true, s.handback(ctx)
@@ -203,10 +223,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
+// oneLine is a command's output on one line, cut to a readable length.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:400] + " …"
 	}
 	return s
 }

@@ -64,17 +64,17 @@ func (s *soak) handbackSpace(ctx context.Context, sp *keyspace) error {
 			return nil
 		}
 	}
-	result := fmt.Sprintf("%s: exit %d after %d tries in %s: %s", sp.name, code, tries, time.Since(started).Round(100*time.Millisecond), firstLine(out))
+	result := fmt.Sprintf("%s: exit %d after %d tries in %s: %s", sp.name, code, tries, time.Since(started).Round(100*time.Millisecond), oneLine(out))
 	s.rep.mu.Lock()
 	s.rep.HandbackResults = append(s.rep.HandbackResults, result)
 	s.rep.mu.Unlock()
 	s.logf("%s %s", Handback, result)
 	if code != 0 {
-		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, firstLine(out)))
+		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, oneLine(out)))
 		return nil
 	}
 	if tries > 1 {
-		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback refused %d times after every process had stopped (%s): %s", sp.name, tries-1, time.Since(started).Round(100*time.Millisecond), firstLine(out)))
+		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback refused %d times after every process had stopped (%s): %s", sp.name, tries-1, time.Since(started).Round(100*time.Millisecond), oneLine(out)))
 	}
 	// The load pauses while Redis is read, so a delivery admin is writing
 	// is not caught between its record and its push.

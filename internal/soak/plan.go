@@ -14,6 +14,7 @@ type Kind string
 // its own embedded server.
 const (
 	KillReplica      Kind = "SIGKILL replica"
+	StallReplica     Kind = "SIGSTOP replica"
 	TermReplica      Kind = "SIGTERM replica"
 	KillBridge       Kind = "SIGKILL bridge"
 	TermBridge       Kind = "SIGTERM bridge"
@@ -37,7 +38,7 @@ var weights = []struct {
 	kind Kind
 	w    int
 }{
-	{KillReplica, 4}, {TermReplica, 2}, {KillBridge, 1}, {TermBridge, 1},
+	{KillReplica, 4}, {TermReplica, 2}, {StallReplica, 2}, {KillBridge, 1}, {TermBridge, 1},
 	{KillEmbedded, 1}, {TermEmbedded, 1}, {KillRedis, 2},
 	{RestartNATS, 1}, {KillNATS, 1}, {KillStreamLeader, 2},
 	{Pause, 2}, {Resume, 2}, {Disable, 1}, {Enable, 2}, {Requeue, 2},
@@ -111,6 +112,13 @@ func NewPlan(seed uint64, d time.Duration, endpoints int) Plan {
 				m = ModeBlackhole
 			}
 			p.Modes = append(p.Modes, ModeChange{At: at, Endpoint: ep, Mode: m})
+		}
+	}
+	// An outage of every endpoint just before the handback leaves retries
+	// and put-offs waiting as wake-ups, which must survive the rollback.
+	if d/2 > 4*time.Second {
+		for ep := range endpoints {
+			p.Modes = append(p.Modes, ModeChange{At: d/2 - 4*time.Second, Endpoint: ep, Mode: Mode503})
 		}
 	}
 	slices.SortStableFunc(p.Modes, func(a, b ModeChange) int { return int(a.At - b.At) })

@@ -116,6 +116,16 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) error {
 	}
 }
 
+// signal sends sig to the running process (SIGSTOP, SIGCONT).
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || exited(p.done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // exitCode is the last run's exit status (-1 for a signal), valid once it
 // has exited.
 func (p *proc) exitCode() int {

@@ -66,6 +66,10 @@ type Report struct {
 	BadSignatures   int `json:"bad_signatures"`
 	MaxConsecutive  int `json:"max_consecutive_failures"`
 	HandbackResults []string `json:"handback_results,omitempty"`
+	// Reenabled counts subscriptions the soak had to set ACTIVE again while
+	// settling (the engine disabled them although every endpoint was
+	// healthy by then).
+	Reenabled int `json:"reenabled_while_settling"`
 
 	Violations []Violation `json:"violations,omitempty"`
 
@@ -126,8 +130,8 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "seed %d, %s of faults (%d injected: %s), settled in %s\n", r.Seed, r.Duration, r.FaultCount(), r.faultList(), r.Settled.Round(time.Second))
 	fmt.Fprintf(&b, "deliveries %d: SUCCESS %d, FAILED %d (%d named refusals), held %d; lost %d, stranded %d, wrongly failed %d, leftover %d\n",
 		r.Deliveries, r.Success, r.Failed, r.FailedRefused, r.Held, r.Lost, r.Stranded, r.WronglyFailed, r.Leftover)
-	fmt.Fprintf(&b, "receiver: %d requests, %d signed 2xx receipts, %d duplicates (bound %d, rate %.4f), %d bad signatures; max consecutive_failures %d; %d emits failed\n",
-		r.Requests, r.Receipts, r.Duplicates, r.DuplicateBound, r.DuplicateRate(), r.BadSignatures, r.MaxConsecutive, r.EmitErrors)
+	fmt.Fprintf(&b, "receiver: %d requests, %d signed 2xx receipts, %d duplicates (bound %d, rate %.4f), %d bad signatures; max consecutive_failures %d; %d emits failed; %d subscriptions re-enabled while settling\n",
+		r.Requests, r.Receipts, r.Duplicates, r.DuplicateBound, r.DuplicateRate(), r.BadSignatures, r.MaxConsecutive, r.EmitErrors, r.Reenabled)
 	for _, h := range r.HandbackResults {
 		fmt.Fprintf(&b, "handback: %s\n", h)
 	}

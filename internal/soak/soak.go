@@ -380,7 +380,7 @@ func (s *soak) settle(ctx context.Context) error {
 			}
 		}
 		for _, ep := range sp.eps {
-			if err := s.activate(ctx, sp, ep.subID); err != nil {
+			if _, err := s.activate(ctx, sp, ep.subID); err != nil {
 				return err
 			}
 		}
@@ -389,6 +389,20 @@ func (s *soak) settle(ctx context.Context) error {
 	s.logf("faults over; settling (up to %s)", s.cfg.Settle)
 	deadline := settleStart.Add(s.cfg.Settle)
 	for {
+		// An operator re-enables what the engine disables while the
+		// endpoints are healthy; how often that was needed is reported.
+		for _, sp := range s.spaces {
+			for _, ep := range sp.eps {
+				changed, err := s.activate(ctx, sp, ep.subID)
+				if err != nil {
+					return err
+				}
+				if changed {
+					s.rep.Reenabled++
+					s.logf("settling: %s was not ACTIVE again; re-enabled", ep.subID)
+				}
+			}
+		}
 		open, err := s.unsettled(ctx)
 		if err == nil && open == 0 {
 			break
@@ -407,18 +421,19 @@ func (s *soak) settle(ctx context.Context) error {
 	return nil
 }
 
-// activate sets a subscription ACTIVE as admin's PATCH does, unless it is.
-func (s *soak) activate(ctx context.Context, sp *keyspace, subID string) error {
+// activate sets a subscription ACTIVE as admin's PATCH does, unless it is;
+// changed says whether it was not.
+func (s *soak) activate(ctx context.Context, sp *keyspace, subID string) (changed bool, err error) {
 	raw, err := sp.rdb.Get(ctx, "webhook:"+subID).Bytes()
 	if err != nil {
-		return err
+		return false, err
 	}
 	sub, err := proto.ParseSubscription(raw)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if sub.Status == proto.SubscriptionActive {
-		return nil
+		return false, nil
 	}
-	return sp.writer.SetStatus(ctx, subID, proto.SubscriptionActive)
+	return true, sp.writer.SetStatus(ctx, subID, proto.SubscriptionActive)
 }

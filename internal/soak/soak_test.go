@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 var (
@@ -28,6 +31,8 @@ var binaries Binaries
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Redis goes down on purpose; go-redis's pool warnings are noise here.
+	store.RouteRedisLogs(slog.New(slog.DiscardHandler))
 	dir, err := os.MkdirTemp("", "jetrelay-soak-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
