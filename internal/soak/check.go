@@ -287,6 +287,9 @@ func (s *soak) checkSpace(ctx context.Context, sp *keyspace) error {
 			if d.ErrorMessage != nil {
 				msg = *d.ErrorMessage
 			}
+			if s.recv.receipt(d.SubscriptionID, d.EventID) > 0 {
+				r.FailedReceived++
+			}
 			switch {
 			case d.Attempts >= 1:
 			case namedRefusal(msg):

@@ -38,7 +38,7 @@ func (s *soak) faults(ctx context.Context) error {
 		}
 		if disruptive {
 			s.wmu.Lock()
-			s.windows = append(s.windows, window{from: from, to: time.Now()})
+			s.windows = append(s.windows, window{from: from, to: exposureEnd(f.Kind, from)})
 			s.wmu.Unlock()
 		}
 		s.rep.Faults[f.Kind]++
@@ -128,6 +128,21 @@ func (s *soak) inject(ctx context.Context, f Fault) (disruptive bool, err error)
 		return true, s.handback(ctx)
 	}
 	return false, fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// exposureEnd is when the sends a fault can repeat stop being at risk: a
+// killed process's sends are the ones in flight at the kill; a stopped one
+// drains first; an outage of Redis or NATS, or a frozen replica, puts every
+// send at risk until it is over.
+func exposureEnd(k Kind, from time.Time) time.Time {
+	const margin = 250 * time.Millisecond
+	switch k {
+	case KillReplica, KillBridge, KillEmbedded:
+		return from.Add(margin)
+	case TermReplica, TermBridge, TermEmbedded, Handback:
+		return from.Add(drainTimeout + margin)
+	}
+	return time.Now()
 }
 
 // bounce stops a jetrelay process (SIGKILL or SIGTERM by the fault's kind)

@@ -64,6 +64,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	row(&b, "**lost**", fmt.Sprint(r.Lost))
 	row(&b, "**stranded**", fmt.Sprint(r.Stranded))
 	row(&b, "**wrongly failed**", fmt.Sprint(r.WronglyFailed))
+	row(&b, "FAILED although the receiver answered 2xx (the answer was lost to a fault)", fmt.Sprint(r.FailedReceived))
 	row(&b, "requests at the receivers", fmt.Sprint(r.Requests))
 	row(&b, "duplicate 2xx receipts", fmt.Sprintf("%d (%.2f %% of deliveries; bound: %d sends in flight around the faults)", r.Duplicates, 100*r.DuplicateRate(), r.DuplicateBound))
 	row(&b, "highest consecutive_failures seen", fmt.Sprint(r.MaxConsecutive))

@@ -52,6 +52,9 @@ type Report struct {
 	Lost          int `json:"lost"`
 	Stranded      int `json:"stranded"`
 	WronglyFailed int `json:"wrongly_failed"`
+	// FailedReceived are FAILED deliveries the receiver answered a signed
+	// 2xx for (the answer was lost to a fault before it was recorded).
+	FailedReceived int `json:"failed_received"`
 	// Leftover are final deliveries still named by a queue at the end
 	// (harmless: the engine skips them), reported for the record.
 	Leftover int `json:"leftover"`
@@ -128,8 +131,8 @@ func (r *Report) FaultCount() int {
 func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %s of faults (%d injected: %s), settled in %s\n", r.Seed, r.Duration, r.FaultCount(), r.faultList(), r.Settled.Round(time.Second))
-	fmt.Fprintf(&b, "deliveries %d: SUCCESS %d, FAILED %d (%d named refusals), held %d; lost %d, stranded %d, wrongly failed %d, leftover %d\n",
-		r.Deliveries, r.Success, r.Failed, r.FailedRefused, r.Held, r.Lost, r.Stranded, r.WronglyFailed, r.Leftover)
+	fmt.Fprintf(&b, "deliveries %d: SUCCESS %d, FAILED %d (%d named refusals), held %d; lost %d, stranded %d, wrongly failed %d, FAILED yet received %d, leftover %d\n",
+		r.Deliveries, r.Success, r.Failed, r.FailedRefused, r.Held, r.Lost, r.Stranded, r.WronglyFailed, r.FailedReceived, r.Leftover)
 	fmt.Fprintf(&b, "receiver: %d requests, %d signed 2xx receipts, %d duplicates (bound %d, rate %.4f), %d bad signatures; max consecutive_failures %d; %d emits failed; %d subscriptions re-enabled while settling\n",
 		r.Requests, r.Receipts, r.Duplicates, r.DuplicateBound, r.DuplicateRate(), r.BadSignatures, r.MaxConsecutive, r.EmitErrors, r.Reenabled)
 	for _, h := range r.HandbackResults {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestSoak(t *testing.T) {
 }
 
 func soakOnce(t *testing.T, seed uint64, d time.Duration) {
-	dir := *dirFlag
+	dir := fromModuleRoot(t, *dirFlag)
 	if dir == "" {
 		dir = t.TempDir()
 	} else {
@@ -85,7 +86,7 @@ func soakOnce(t *testing.T, seed uint64, d time.Duration) {
 		t.Fatalf("soak seed %d could not run: %v", seed, err)
 	}
 	if *reportFlag != "" {
-		f, err := os.Create(*reportFlag)
+		f, err := os.Create(fromModuleRoot(t, *reportFlag))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,5 +100,26 @@ func soakOnce(t *testing.T, seed uint64, d time.Duration) {
 	for _, v := range rep.Violations {
 		t.Errorf("seed %d: check %s failed %d times: %s (ids: %v); reproduce: go tool task soak -- --seed %d --duration %s",
 			seed, v.Check, v.Count, v.Detail, v.IDs, seed, d)
+	}
+}
+
+// fromModuleRoot resolves a relative path given to `go tool task soak`
+// against the module root, where the task runs, not this package's
+// directory, where go test runs the test.
+func fromModuleRoot(t *testing.T, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, path)
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, path)
+		}
 	}
 }
