@@ -30,11 +30,11 @@ const (
 // refusals are the error messages (prefixes, as the engine writes them) of
 // the named refusals that may fail a delivery without a send of its own.
 var refusals = []string{
-	"Delivery expired",                // stale cutoff
-	"Event not found",                 // event record gone
-	"Subscription not found",          // subscription deleted
-	"Subscription not active",         // inactive (JETRELAY_INACTIVE_SUBSCRIPTIONS=fail)
-	"Ownership boundary",              // #209
+	"Delivery expired",                  // stale cutoff
+	"Event not found",                   // event record gone
+	"Subscription not found",            // subscription deleted
+	"Subscription not active",           // inactive (JETRELAY_INACTIVE_SUBSCRIPTIONS=fail)
+	"Ownership boundary",                // #209
 	"Webhook signing secret is missing", // missing secret
 }
 

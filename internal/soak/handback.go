@@ -88,8 +88,23 @@ func (s *soak) handbackSpace(ctx context.Context, sp *keyspace) error {
 	if err := s.redisPlaces(ctx, sp, places); err != nil {
 		return fmt.Errorf("read Redis queues after handback: %w", err)
 	}
+	// The embedded server's stream is readable only while its process
+	// runs; handback's own report says what it left there.
+	inStream := map[string][]string{}
+	if sp == s.spaces[0] {
+		if err := s.streamPlaces(ctx, sp, inStream); err != nil {
+			return fmt.Errorf("read the dispatch stream after handback: %w", err)
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(recs)) {
-		if d := recs[id]; d != nil && !d.Status.Terminal() && len(places[id]) == 0 {
+		d := recs[id]
+		switch {
+		case len(places[id]) > 0 && len(inStream[id]) > 0:
+			s.rep.violate(CheckOnePlace, id, fmt.Sprintf("after handback both in Redis (%s) and in JetStream (%s)", places[id][0], inStream[id][0]))
+		case d == nil || d.Status.Terminal() || len(places[id]) > 0:
+		case len(inStream[id]) > 0:
+			s.rep.violate(CheckHandback, id, fmt.Sprintf("not final, left in JetStream (%s) and not in Redis after handback: a rollback to the reference service would never send it (%s keyspace)", inStream[id][0], sp.name))
+		default:
 			s.rep.violate(CheckHandback, id, fmt.Sprintf("not final and in no Redis queue after handback: a rollback to the reference service would never send it (%s keyspace)", sp.name))
 		}
 	}

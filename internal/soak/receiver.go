@@ -247,4 +247,3 @@ func (r *receivers) stats() (requests, badSig int) {
 }
 
 func (e *endpoint) String() string { return fmt.Sprintf("%s (%s)", e.path, e.subID) }
-

@@ -11,16 +11,16 @@ import (
 
 // Checks a soak makes; a Violation names one.
 const (
-	CheckTerminal       = "terminal"            // not final on an ACTIVE subscription after the settle deadline
-	CheckLost           = "lost"                // neither final nor queued anywhere
-	CheckReceipt        = "success-receipt"     // SUCCESS without a signed 2xx at the receiver
-	CheckFailedEvidence = "failed-evidence"     // FAILED without a send of its own or a named refusal
-	CheckOnePlace       = "one-place"           // queued in two places at once
+	CheckTerminal       = "terminal"             // not final on an ACTIVE subscription after the settle deadline
+	CheckLost           = "lost"                 // neither final nor queued anywhere
+	CheckReceipt        = "success-receipt"      // SUCCESS without a signed 2xx at the receiver
+	CheckFailedEvidence = "failed-evidence"      // FAILED without a send of its own or a named refusal
+	CheckOnePlace       = "one-place"            // queued in two places at once
 	CheckConsecutive    = "consecutive-failures" // a subscription's counter past its threshold
-	CheckDuplicates     = "duplicates"          // more duplicate 2xx than sends exposed to faults
-	CheckSignature      = "signature"           // a request whose signature did not verify
-	CheckHandback       = "handback"            // handback refused, failed, or left deliveries out of Redis
-	CheckRecord         = "record"              // a delivery record missing or unreadable
+	CheckDuplicates     = "duplicates"           // more duplicate 2xx than sends exposed to faults
+	CheckSignature      = "signature"            // a request whose signature did not verify
+	CheckHandback       = "handback"             // handback refused, failed, or left deliveries out of Redis
+	CheckRecord         = "record"               // a delivery record missing or unreadable
 )
 
 // Violation is one check that failed, with the deliveries (or
@@ -62,12 +62,12 @@ type Report struct {
 	Emitted    int `json:"emitted"`     // deliveries admin's writer enqueued
 	EmitErrors int `json:"emit_errors"` // emits that failed (Redis down)
 
-	Requests        int `json:"requests"`
-	Receipts        int `json:"receipts"`
-	Duplicates      int `json:"duplicates"`
-	DuplicateBound  int `json:"duplicate_bound"`
-	BadSignatures   int `json:"bad_signatures"`
-	MaxConsecutive  int `json:"max_consecutive_failures"`
+	Requests        int      `json:"requests"`
+	Receipts        int      `json:"receipts"`
+	Duplicates      int      `json:"duplicates"`
+	DuplicateBound  int      `json:"duplicate_bound"`
+	BadSignatures   int      `json:"bad_signatures"`
+	MaxConsecutive  int      `json:"max_consecutive_failures"`
 	HandbackResults []string `json:"handback_results,omitempty"`
 	// Reenabled counts subscriptions the soak had to set ACTIVE again while
 	// settling (the engine disabled them although every endpoint was

@@ -68,14 +68,14 @@ const (
 // keyspace is one Redis database with its subscriptions, writer and the
 // jetrelay processes that serve it.
 type keyspace struct {
-	name   string
-	rdb    *redis.Client
-	writer *admin.Writer
-	eps    []*endpoint
-	env    map[string]string // REDIS_URL and where JetStream is
-	natsURL string           // for the harness's own reads of the stream
-	relays []*relay
-	rate   float64
+	name    string
+	rdb     *redis.Client
+	writer  *admin.Writer
+	eps     []*endpoint
+	env     map[string]string // REDIS_URL and where JetStream is
+	natsURL string            // for the harness's own reads of the stream
+	relays  []*relay
+	rate    float64
 
 	gate     sync.RWMutex // emits hold it shared; a handback check exclusively
 	mu       sync.Mutex
