@@ -11,7 +11,7 @@ import (
 
 // handbackPatience is how long the soak retries a refused handback once
 // every jetrelay process has stopped: the issue's bar is "within seconds".
-const handbackPatience = 20 * time.Second
+const handbackPatience = 10 * time.Second
 
 // handback is the rollback and switch-over in the middle of the run: every
 // jetrelay process stops (SIGTERM), `jetrelay handback` returns each

@@ -20,6 +20,7 @@ var (
 	reportFlag   = flag.String("report", "", "write the run's report as Markdown to this file (docs/reliability.md)")
 	rateFlag     = flag.Float64("rate", 0, "events per second on the cluster keyspace (default 6)")
 	dirFlag      = flag.String("dir", "", "keep the run's data and process logs in this directory")
+	jetrelayFlag = flag.String("jetrelay", "", "soak this jetrelay binary instead of one built from this tree (e.g. a merge candidate or a release)")
 )
 
 // ciSeeds and ciDuration are the short soak the normal test suite runs.
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	binaries, err = Build(ctx, dir)
 	cancel()
+	if *jetrelayFlag != "" {
+		binaries.Jetrelay = *jetrelayFlag
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
