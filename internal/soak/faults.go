@@ -153,9 +153,7 @@ func (s *soak) bounce(ctx context.Context, f Fault, r *relay) error {
 		sig = syscall.SIGTERM
 	}
 	s.logf("%s %s (down %s)", f.Kind, r.name, f.Down.Round(time.Millisecond))
-	if err := r.stop(sig); err != nil {
-		return err
-	}
+	r.stop(sig, s.rep)
 	if sig == syscall.SIGTERM && r.proc.exitCode() != 0 {
 		s.logf("jetrelay %s exited %d after SIGTERM", r.name, r.proc.exitCode())
 	}

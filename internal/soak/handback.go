@@ -22,9 +22,7 @@ func (s *soak) handback(ctx context.Context) error {
 	s.logf("%s: stopping every jetrelay process", Handback)
 	for _, sp := range s.spaces {
 		for _, r := range sp.relays {
-			if err := r.stop(syscall.SIGTERM); err != nil {
-				return err
-			}
+			r.stop(syscall.SIGTERM, s.rep)
 		}
 	}
 	for _, sp := range s.spaces {

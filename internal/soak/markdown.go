@@ -21,6 +21,7 @@ var checkNames = []struct{ check, what string }{
 	{CheckSignature, "every request's X-Cycles-Signature verifies"},
 	{CheckHandback, "handback works within seconds of every process stopping and leaves every open delivery in Redis"},
 	{CheckRecord, "every delivery record readable"},
+	{CheckShutdown, "SIGTERM stops a jetrelay process within JETRELAY_DRAIN_TIMEOUT and a margin"},
 }
 
 // WriteMarkdown renders a run's report as docs/reliability.md: the run,

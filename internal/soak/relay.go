@@ -90,8 +90,15 @@ func (r *relay) start(ctx context.Context) error {
 	}
 }
 
+// stopGrace is how long a SIGTERMed process may take beyond its drain
+// timeout before the soak kills it and reports it.
+const stopGrace = 10 * time.Second
+
 // stop ends the process with sig: SIGKILL as a crash, SIGTERM as an
-// orderly stop that drains.
-func (r *relay) stop(sig syscall.Signal) error {
-	return r.proc.stop(sig, drainTimeout+15*time.Second)
+// orderly stop that drains. A process that ignores SIGTERM past its drain
+// timeout is killed and reported, and the run goes on.
+func (r *relay) stop(sig syscall.Signal, rep *Report) {
+	if err := r.proc.stop(sig, drainTimeout+stopGrace); err != nil {
+		rep.violate(CheckShutdown, "", fmt.Sprintf("jetrelay %s: %v", r.name, err))
+	}
 }

@@ -21,6 +21,7 @@ const (
 	CheckSignature      = "signature"            // a request whose signature did not verify
 	CheckHandback       = "handback"             // handback refused, failed, or left deliveries out of Redis
 	CheckRecord         = "record"               // a delivery record missing or unreadable
+	CheckShutdown       = "shutdown"             // SIGTERM did not stop a process within its drain timeout and a margin
 )
 
 // Violation is one check that failed, with the deliveries (or

@@ -233,7 +233,7 @@ func (s *soak) subscribe(ctx context.Context, sp *keyspace, path string) error {
 func (s *soak) teardown() {
 	for _, sp := range s.spaces {
 		for _, r := range sp.relays {
-			r.stop(syscall.SIGKILL)
+			r.proc.stop(syscall.SIGKILL, 10*time.Second)
 		}
 	}
 	if s.recv != nil {
