@@ -110,10 +110,17 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) error {
 	case <-done:
 		return nil
 	case <-time.After(grace):
+	}
+	// A Go process dumps its goroutines on SIGQUIT: the log then shows
+	// what it was waiting for.
+	cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
 		cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("%s ignored %v for %s and was killed", p.name, sig, grace)
 	}
+	return fmt.Errorf("%s ignored %v for %s and was stopped with SIGQUIT (goroutine dump in its log)", p.name, sig, grace)
 }
 
 // signal sends sig to the running process (SIGSTOP, SIGCONT).
