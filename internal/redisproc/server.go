@@ -31,8 +31,9 @@ type Options struct {
 	// Without it RDB snapshots are off too, so nothing is written to Dir.
 	AppendOnly bool
 	// FsyncAlways, with AppendOnly, fsyncs the append-only file after every
-	// write (appendfsync always) instead of every second, so a SIGKILL
-	// loses no acknowledged write at all.
+	// write (appendfsync always) instead of every second: an acknowledged
+	// write then survives even a power loss (a killed process loses nothing
+	// either way: its writes are in the kernel's cache).
 	FsyncAlways bool
 	// Password, when set, is required from every client (requirepass).
 	Password string

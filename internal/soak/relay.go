@@ -99,6 +99,6 @@ const stopGrace = 10 * time.Second
 // timeout is killed and reported, and the run goes on.
 func (r *relay) stop(sig syscall.Signal, rep *Report) {
 	if err := r.proc.stop(sig, drainTimeout+stopGrace); err != nil {
-		rep.violate(CheckShutdown, "", fmt.Sprintf("jetrelay %s: %v", r.name, err))
+		rep.violate(CheckShutdown, r.name, err.Error())
 	}
 }
