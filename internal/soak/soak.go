@@ -256,13 +256,21 @@ func (s *soak) teardown() {
 // phase, then brings everything back to health and waits for settlement.
 func (s *soak) soak(ctx context.Context) error {
 	s.start = time.Now()
+	// The counters are watched through settlement too.
+	watching, stopWatching := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	watcher.Go(func() { s.watchCounters(watching) })
+	defer func() {
+		stopWatching()
+		watcher.Wait()
+	}()
+
 	phase, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, sp := range s.spaces {
 		wg.Go(func() { s.load(phase, sp) })
 	}
 	wg.Go(func() { s.modes(phase) })
-	wg.Go(func() { s.watchCounters(phase) })
 	err := s.faults(phase)
 	stop()
 	wg.Wait()
