@@ -300,16 +300,28 @@ func (s *soak) checkSpace(ctx context.Context, sp *keyspace) error {
 			}
 		case len(at) == 0:
 			r.Lost++
-			r.violate(CheckLost, id, fmt.Sprintf("%s, queued nowhere (no Redis list, work item, wake-up or held message)", d.Status))
+			r.violate(CheckLost, describe(d), "not final and queued nowhere (no Redis list, work item, wake-up or held message)")
 		case !active:
 			r.Held++
 		default:
 			r.Stranded++
-			r.violate(CheckTerminal, id, fmt.Sprintf("still %s on an ACTIVE subscription after the settle deadline (queued: %s)", d.Status, strings.Join(at, " + ")))
+			r.violate(CheckTerminal, describe(d)+" in "+strings.Join(at, " + "), "not final on an ACTIVE subscription after the settle deadline")
 		}
 		if d.Status.Terminal() && len(at) > 0 {
 			r.Leftover++
 		}
 	}
 	return nil
+}
+
+// describe names a delivery that is not final with what its record says.
+func describe(d *proto.Delivery) string {
+	out := fmt.Sprintf("%s (%s, attempts %d", d.DeliveryID, d.Status, d.Attempts)
+	if d.NextRetryAt != nil {
+		out += ", next_retry_at " + proto.FormatInstant(d.NextRetryAt.Time)
+	}
+	if d.Waiting != nil {
+		out += ", waiting " + *d.Waiting
+	}
+	return out + ")"
 }

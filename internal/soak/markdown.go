@@ -33,6 +33,15 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "Rendered by `go tool task soak -- --seed %d --duration %s --report docs/reliability.md` on %s.\n"+
 		"The same seed draws the same faults, endpoint behaviour and pacing (`internal/soak`).\n\n",
 		r.Seed, r.Duration, time.Now().UTC().Format("2006-01-02"))
+	if r.OK() {
+		b.WriteString("**Verdict: every check held.**\n\n")
+	} else {
+		var failed []string
+		for _, v := range r.Violations {
+			failed = append(failed, fmt.Sprintf("`%s` ×%d", v.Check, v.Count))
+		}
+		fmt.Fprintf(&b, "**Verdict: violations found** (%s); see Checks below. A run of a build with every fix of issue 21 replaces this one.\n\n", strings.Join(failed, ", "))
+	}
 	b.WriteString(`## What runs
 
 - **NATS**: three real ` + "`nats-server`" + ` processes (the version go.mod pins), clustered, JetStream file storage; the dispatch stream is R3.
