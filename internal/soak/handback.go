@@ -10,7 +10,9 @@ import (
 )
 
 // handbackPatience is how long the soak retries a refused handback once
-// every jetrelay process has stopped: the bar is "within seconds".
+// every jetrelay process has stopped ("within seconds"): a refusal while
+// the heartbeat of a process that was killed earlier runs out is fine, one
+// that outlasts this is a violation.
 const handbackPatience = 10 * time.Second
 
 // handback is the rollback and switch-over in the middle of the run: every
@@ -70,9 +72,6 @@ func (s *soak) handbackSpace(ctx context.Context, sp *keyspace) error {
 	if code != 0 {
 		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, oneLine(out)))
 		return nil
-	}
-	if tries > 1 {
-		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback refused %d times after every process had stopped (%s): %s", sp.name, tries-1, time.Since(started).Round(100*time.Millisecond), oneLine(out)))
 	}
 	// The load pauses while Redis is read, so a delivery admin is writing
 	// is not caught between its record and its push.
