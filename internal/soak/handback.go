@@ -70,7 +70,7 @@ func (s *soak) handbackSpace(ctx context.Context, sp *keyspace) error {
 	s.rep.mu.Unlock()
 	s.logf("%s %s", Handback, result)
 	if code != 0 {
-		s.rep.violate(CheckHandback, "", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, oneLine(out)))
+		s.rep.violate(CheckHandback, sp.name+" keyspace: refused", fmt.Sprintf("%s keyspace: handback did not succeed within %s of every process stopping: %s", sp.name, handbackPatience, oneLine(out)))
 		return nil
 	}
 	// The load pauses while Redis is read, so a delivery admin is writing
