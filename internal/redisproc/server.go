@@ -30,6 +30,11 @@ type Options struct {
 	// the production-like persistence that survives Kill and Restart.
 	// Without it RDB snapshots are off too, so nothing is written to Dir.
 	AppendOnly bool
+	// FsyncAlways, with AppendOnly, fsyncs the append-only file after every
+	// write (appendfsync always) instead of every second: an acknowledged
+	// write then survives even a power loss (a killed process loses nothing
+	// either way: its writes are in the kernel's cache).
+	FsyncAlways bool
 	// Password, when set, is required from every client (requirepass).
 	Password string
 	// Binary is the redis-server executable; empty looks it up on PATH.
@@ -162,7 +167,11 @@ func (s *Server) args(port int) []string {
 		"--logfile", "",
 	}
 	if s.opts.AppendOnly {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+		fsync := "everysec"
+		if s.opts.FsyncAlways {
+			fsync = "always"
+		}
+		args = append(args, "--appendonly", "yes", "--appendfsync", fsync)
 	} else {
 		args = append(args, "--appendonly", "no", "--save", "")
 	}

@@ -151,3 +151,26 @@ func TestStart_TakenFixedPortFailsWithRedisLog(t *testing.T) {
 		t.Errorf("caller's Dir was removed: %v", statErr)
 	}
 }
+
+func TestStart_FsyncAlwaysSyncsEveryWriteAndRecoversAfterKill(t *testing.T) {
+	s := startServer(t, Options{Dir: t.TempDir(), AppendOnly: true, FsyncAlways: true})
+	ctx := context.Background()
+	c := client(t, s.URL())
+	if got := c.ConfigGet(ctx, "appendfsync").Val()["appendfsync"]; got != "always" {
+		t.Fatalf("appendfsync = %q, want always", got)
+	}
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Restart(rctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Errorf("after SIGKILL and restart GET k = %q, %v; want the acknowledged write", got, err)
+	}
+}
