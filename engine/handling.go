@@ -25,7 +25,10 @@ type handling struct {
 	// per-call value, like an http.Request's context).
 	ctx context.Context
 	log *slog.Logger
-	now time.Time // when the decisions of this handling were taken
+	// logTraced: log already carries trace_id (attempt adds the outbound
+	// one), so report must not add it a second time.
+	logTraced bool
+	now       time.Time // when the decisions of this handling were taken
 
 	rec *store.DeliveryRecord
 	b   *store.Bundle // nil until the event and subscription are loaded

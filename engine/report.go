@@ -29,7 +29,7 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 		args = append(args, "until", until)
 	}
 	log := h.log
-	if h.rec != nil && h.delivery().TraceID != "" && d.Kind != Delivered {
+	if h.rec != nil && h.delivery().TraceID != "" && d.Kind != Delivered && !h.logTraced {
 		log = log.With("trace_id", h.delivery().TraceID)
 	}
 	switch d.Kind {

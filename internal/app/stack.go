@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 
 	if cfg.Role == config.RoleAll || cfg.Role == config.RoleBridge {
-		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, QueueMode: queueMode(s.embedded != nil), Logger: log.With("component", "bridge")}
+		bc := bridge.Config{Queue: qc, InstanceID: cfg.BridgeID, QueueMode: queueMode(s.embedded != nil), Logger: log} // bridge.New names its component
 		bc.AdoptLegacyProcessing, bc.LegacyProcessingIdle, bc.RetryBatchSize = cfg.AdoptReferenceProcessing, cfg.ProcessingRecoveryIdle, cfg.RetryBatchSize
 		if s.tracing.Enabled() {
 			// Only then: the bridge reads each batch's trace ids from Redis.
