@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,10 +32,15 @@ func SSRFWarning(ctx context.Context, rdb redis.UniversalClient, rawURL string, 
 	if err := g.Refresh(ctx); err != nil {
 		return "warning: the SSRF policy cannot be read, so no delivery goes out until it is fixed: " + err.Error()
 	}
-	r, err := g.Preflight(ctx, rawURL)
-	if err != nil || r == nil {
+	rs, err := g.Preflight(ctx, rawURL)
+	if err != nil || len(rs) == 0 {
 		return ""
 	}
+	reasons := make([]string, len(rs))
+	allows := make([]string, len(rs))
+	for i, r := range rs {
+		reasons[i], allows[i] = r.Reason, r.Allow
+	}
 	return fmt.Sprintf("warning: jetrelay run will refuse to deliver to %s under the current SSRF policy (%s); to allow it, set %s",
-		RedactURL(rawURL), r.Reason, r.Allow)
+		RedactURL(rawURL), strings.Join(reasons, "; "), strings.Join(allows, "; and "))
 }

@@ -16,8 +16,9 @@ func TestSSRFWarning_NamesTheSettingUnderRunsPolicyAndIsSilentWhenAllowed(t *tes
 	url := "http://127.0.0.1:9099/hooks"
 
 	w := ops.SSRFWarning(ctx, e.redis.Client, url, env(nil))
-	if !strings.Contains(w, "HTTPS required") || !strings.Contains(w, "JETRELAY_SSRF_ALLOW_HTTP=true") {
-		t.Fatalf("plain http: %q", w)
+	if !strings.Contains(w, "HTTPS required") || !strings.Contains(w, "JETRELAY_SSRF_ALLOW_HTTP=true") ||
+		!strings.Contains(w, "JETRELAY_SSRF_ALLOW_CIDRS=127.0.0.1/32") {
+		t.Fatalf("plain http on loopback: %q; want both blocking settings named at once", w)
 	}
 	w = ops.SSRFWarning(ctx, e.redis.Client, url, env(map[string]string{"JETRELAY_SSRF_ALLOW_HTTP": "true"}))
 	if !strings.Contains(w, "blocked IP 127.0.0.1") || !strings.Contains(w, "JETRELAY_SSRF_ALLOW_CIDRS=127.0.0.1/32") {

@@ -14,9 +14,11 @@ func TestPreflight_NamesTheSettingThatAllowsARefusedURL(t *testing.T) {
 		policy      string
 		reason      string
 		allow       string
+		also        string // a second setting that blocks it too, named at once
 		wantAllowed bool
 	}{
-		{name: "plain http on loopback", url: "http://127.0.0.1:8080/hook", reason: "HTTPS required", allow: "JETRELAY_SSRF_ALLOW_HTTP=true"},
+		{name: "plain http on loopback", url: "http://127.0.0.1:8080/hook", reason: "HTTPS required", allow: "JETRELAY_SSRF_ALLOW_HTTP=true",
+			also: "JETRELAY_SSRF_ALLOW_CIDRS=127.0.0.1/32"},
 		{name: "loopback once http is allowed", url: "http://127.0.0.1:8080/hook", cfg: Config{AllowHTTP: true},
 			reason: "resolves to blocked IP 127.0.0.1", allow: "JETRELAY_SSRF_ALLOW_CIDRS=127.0.0.1/32"},
 		{name: "allowed by the operator's overrides", url: "http://127.0.0.1:8080/hook",
@@ -46,8 +48,11 @@ func TestPreflight_NamesTheSettingThatAllowsARefusedURL(t *testing.T) {
 				}
 				return
 			}
-			if r == nil || !strings.Contains(r.Reason, tc.reason) || !strings.Contains(r.Allow, tc.allow) {
+			if len(r) == 0 || !strings.Contains(r[0].Reason, tc.reason) || !strings.Contains(r[0].Allow, tc.allow) {
 				t.Fatalf("got %+v, want reason %q and a setting containing %q", r, tc.reason, tc.allow)
+			}
+			if tc.also == "" && len(r) != 1 || tc.also != "" && (len(r) != 2 || !strings.Contains(r[1].Allow, tc.also)) {
+				t.Fatalf("got %+v, want every blocking setting named once (also %q)", r, tc.also)
 			}
 		})
 	}
