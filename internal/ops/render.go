@@ -155,6 +155,11 @@ func writeStatus(w io.Writer, r *Report) error {
 		alive = append(alive, fmt.Sprintf("%s %s (%d processing)", b.ID, state, b.Processing))
 	}
 	row("bridges", orDash(strings.Join(alive, "; ")))
+	var engines []string
+	for _, e := range r.Engines {
+		engines = append(engines, e.ID+" alive")
+	}
+	row("engines", orDash(strings.Join(engines, "; ")))
 	for _, w := range r.Warnings {
 		row("WARNING", w)
 	}

@@ -24,6 +24,9 @@ type Report struct {
 	// JetStreamUnknown says why JetStream was not read.
 	JetStreamUnknown string                 `json:"jetstream_unknown,omitempty"`
 	Bridges          []store.BridgeInstance `json:"bridges"`
+	// Engines are the engine replicas whose heartbeat is alive
+	// (jetrelay:engine:<id>): what `jetrelay handback` waits for.
+	Engines []LiveEngine `json:"engines"`
 	// Reconciler is what the reconcilers found (nil before the first sweep).
 	Reconciler *ReconcilerSummary `json:"reconciler,omitempty"`
 	Replicas   []Replica          `json:"replicas"`
@@ -32,6 +35,14 @@ type Report struct {
 	// Warnings are deployment traps seen in the bridge registry, such as
 	// live replicas each running an embedded JetStream (separate queues).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// LiveEngine is one engine replica whose heartbeat is alive.
+type LiveEngine struct {
+	ID        string `json:"id"`
+	Heartbeat string `json:"heartbeat"`
+	// ExpiresIn is how long the heartbeat lasts without a refresh.
+	ExpiresIn string `json:"expires_in"`
 }
 
 // RedisQueue is the Redis side of the dispatch queue.
@@ -158,6 +169,16 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 	}
 	if rep.Bridges, err = t.st.Bridges(ctx); err != nil {
 		return nil, err
+	}
+	live, err := t.st.LiveReplicas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Engines = []LiveEngine{}
+	for _, r := range live {
+		if r.Role == "engine" {
+			rep.Engines = append(rep.Engines, LiveEngine{ID: r.ID, Heartbeat: r.Heartbeat, ExpiresIn: r.ExpiresIn.Round(100 * time.Millisecond).String()})
+		}
 	}
 	if msg := store.SeparateQueues(rep.Bridges, ""); msg != "" {
 		rep.Warnings = append(rep.Warnings, msg)

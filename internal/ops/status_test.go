@@ -172,3 +172,30 @@ func TestInspectAndStatus_ShowADeliveryTheEngineHeldForAPausedSubscription(t *te
 		t.Fatalf("status: %+v %v", rep.JetStream, err)
 	}
 }
+
+func TestStatus_ListsTheEnginesWhoseHeartbeatIsAlive(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	st := store.New(e.redis.Client)
+	if err := st.BeatEngine(ctx, "engine-a", "pid=1 host=node-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// One that was killed: its heartbeat is gone, its registry entry not yet.
+	if err := e.redis.Client.SAdd(ctx, store.EnginesSet, "engine-dead").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.tool.Status(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Engines) != 1 || rep.Engines[0].ID != "engine-a" || !strings.Contains(rep.Engines[0].Heartbeat, "node-1") {
+		t.Fatalf("engines = %+v, want engine-a alone", rep.Engines)
+	}
+	out, _, err := e.cli(t, nil, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "engine-a alive") || strings.Contains(out, "engine-dead") {
+		t.Fatalf("status does not list the live engine alone:\n%s", out)
+	}
+}
