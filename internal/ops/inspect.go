@@ -200,7 +200,7 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 	case proto.DeliverySuccess:
 		return "nothing: it was delivered"
 	case proto.DeliveryFailed:
-		return "nothing automatic: it failed for good. Send it again with `jetrelay deliveries requeue " + id + "`"
+		return failedWhy(d, sub) + "nothing automatic: it failed for good. Send it again with `jetrelay deliveries requeue " + id + "`"
 	}
 	if d.AttemptedAt != nil && t.now().Sub(d.AttemptedAt.Time) > t.maxAge {
 		return fmt.Sprintf("it is older than MAX_DELIVERY_AGE_MS (%s): the engine fails it without a send when it next sees it", t.maxAge)
@@ -231,6 +231,35 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 		return "probably moving between two hops; if it is still in no queue past the reconcile margin it is stuck, and the reconciler puts it back"
 	}
 	return "unknown: JetStream could not be read from here"
+}
+
+// failedWhy explains a FAILED delivery that had fewer sends than its policy
+// allows after failing on a retryable answer: the subscription's circuit
+// breaker held it (without using attempts) while the endpoint kept failing,
+// its retry window (first attempt + the policy's delays + one open period)
+// ended, and its last-chance send got the answer shown. Without this, an
+// operator reads "attempts 1" beside "5 retries per delivery" as a bug.
+func failedWhy(d *proto.Delivery, sub *proto.Subscription) string {
+	if sub == nil || d.Attempts < 1 {
+		return ""
+	}
+	sends := sub.Policy().Retries() + 1
+	status := 0
+	if d.ResponseStatus != nil {
+		status = *d.ResponseStatus
+	}
+	// A 4xx other than 408/429 fails at once by design; only retryable
+	// answers (none, 5xx, 408, 429) can end early because of the breaker.
+	retryable := status == 0 || status >= 500 || status == 408 || status == 429
+	if d.Attempts >= sends || !retryable {
+		return ""
+	}
+	msg := "no answer"
+	if d.ErrorMessage != nil && *d.ErrorMessage != "" {
+		msg = *d.ErrorMessage
+	}
+	return fmt.Sprintf("%d of %d sends: the circuit breaker held it while the endpoint kept failing, its retry window ended, and its last send got %s. ",
+		d.Attempts, sends, msg)
 }
 
 // lastAnswer describes the last attempt's outcome.

@@ -132,3 +132,29 @@ func TestInspect_SaysWhyJetStreamIsUnknownWithAnEmbeddedServer(t *testing.T) {
 		t.Fatalf("inspect without a reachable JetStream should say why and how:\n%s", out)
 	}
 }
+
+func TestInspect_SaysWhyAFailedDeliveryHadFewerSendsThanItsPolicy(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	// One send of the default six, HTTP 503: the breaker held it until its
+	// retry window ended, then its last-chance send failed.
+	held := e.failed(t, sub, time.Now().Add(-time.Hour))
+	if _, err := store.New(e.redis.Client).UpdateDelivery(ctx, held, func(*proto.Delivery) (store.Patch, error) {
+		return store.Patch{{Name: "attempts", Value: 1}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := e.cli(t, map[string]string{"NATS_URL": ""}, "deliveries", "inspect", held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "1 of 6 sends: the circuit breaker held it while the endpoint kept failing, its retry window ended, and its last send got HTTP 503") {
+		t.Fatalf("inspect does not say why one send of six:\n%s", out)
+	}
+	// Every send used: nothing to explain.
+	full := e.failed(t, e.subscription(t, "acme", "https://hooks.example.com/y"), time.Now().Add(-time.Hour))
+	if out, _, _ := e.cli(t, map[string]string{"NATS_URL": ""}, "deliveries", "inspect", full); strings.Contains(out, "circuit breaker held it") {
+		t.Fatalf("a delivery that used all its sends is explained as held:\n%s", out)
+	}
+}
