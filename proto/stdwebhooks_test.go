@@ -111,3 +111,15 @@ func mustStd(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// A settings record whose previous secret was dropped (fields written as
+// null by a patch) reads as having none.
+func TestParseSubscriptionSettings_ReadsADroppedPreviousSecretAsNone(t *testing.T) {
+	set, err := proto.ParseSubscriptionSettings([]byte(`{"standard_webhooks":true,"secret":"enc:x","previous_secret":null,"previous_secret_until":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.StandardWebhooks == nil || !*set.StandardWebhooks || set.Secret != "enc:x" || set.PreviousSecret != "" || set.PreviousSecretUntil != nil {
+		t.Fatalf("parsed %+v", set)
+	}
+}
