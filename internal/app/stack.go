@@ -177,11 +177,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
 			MaxInFlight:    cfg.MaxInFlight, ParkAfter: cfg.ParkAfter, InactivePolicy: cfg.InactivePolicy,
-			NoAutoPipeline:      !cfg.RedisAutoPipeline,
-			InactiveRecheck:     cfg.InactiveRecheck,
-			AllowUnsigned:       cfg.AllowUnsigned,
-			StandardWebhooks:    cfg.StandardWebhooks,
-			SecretRotationGrace: cfg.SecretRotationGrace,
+			NoAutoPipeline:  !cfg.RedisAutoPipeline,
+			InactiveRecheck: cfg.InactiveRecheck,
+			AllowUnsigned:   cfg.AllowUnsigned,
+			// Standard Webhooks (docs/security.md).
+			StandardWebhooks: cfg.StandardWebhooks, SecretRotationGrace: cfg.SecretRotationGrace,
 		})
 		if err != nil {
 			return nil, err

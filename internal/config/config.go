@@ -56,13 +56,13 @@ type Config struct {
 	SecretKey      string // WEBHOOK_SECRET_ENCRYPTION_KEY, base64 of 32 bytes
 	AllowUnsigned  bool   // JETRELAY_ALLOW_UNSIGNED: send when a subscription has no secret
 	AllowPlaintext bool   // WEBHOOK_SECRET_ALLOW_PLAINTEXT: run without SecretKey
+	MaxDeliveryAge time.Duration
+	EventTTL       time.Duration
+	DeliveryTTL    time.Duration
+	RetentionEvery time.Duration
 
 	StandardWebhooks    bool          // JETRELAY_STANDARD_WEBHOOKS: fleet default of Standard Webhooks signing
 	SecretRotationGrace time.Duration // JETRELAY_SECRET_ROTATION_GRACE: how long a replaced secret keeps signing
-	MaxDeliveryAge      time.Duration
-	EventTTL            time.Duration
-	DeliveryTTL         time.Duration
-	RetentionEvery      time.Duration
 
 	Workers int
 
