@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,5 +74,83 @@ func TestStandardWebhooks_SubscriptionSettingOverridesTheFleetDefault(t *testing
 	}
 	if r.Header.Get("X-Cycles-Signature") != proto.Sign(offSecret, r.Body) {
 		t.Errorf("X-Cycles-Signature %q does not verify", r.Header.Get("X-Cycles-Signature"))
+	}
+}
+
+// headerLog records the headers of every request it answers (200).
+type headerLog struct {
+	mu     sync.Mutex
+	got    []http.Header
+	bodies [][]byte
+}
+
+func (l *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	l.mu.Lock()
+	l.got, l.bodies = append(l.got, r.Header.Clone()), append(l.bodies, body)
+	l.mu.Unlock()
+}
+
+// request returns the nth request (1-based), waiting for it.
+func (l *headerLog) request(t *testing.T, n int) (http.Header, []byte) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a request", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.got) >= n })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[n-1], l.bodies[n-1]
+}
+
+// verifiesWith reports whether the request's webhook-signature holds a
+// signature made with secret.
+func verifiesWith(h http.Header, body []byte, secret string) bool {
+	return proto.VerifyStandardWebhooks([][]byte{proto.StandardWebhooksKey(secret)}, h.Get(proto.HeaderWebhookID),
+		h.Get(proto.HeaderWebhookTimestamp), h.Get(proto.HeaderWebhookSignature), body, time.Now(), 0) == nil
+}
+
+// After admin replaces the secret, deliveries carry both secrets'
+// signatures for the grace period; once it is over they carry the new
+// secret's alone and the previous secret is gone from the settings record.
+func TestStandardWebhooks_PreviousSecretSignsForTheGraceThenIsDropped(t *testing.T) {
+	t.Parallel()
+	log := &headerLog{}
+	grace := 2 * time.Second
+	e := newEnv(t, envOptions{adminKey: testKey, engineKey: testKey, handler: log,
+		engine: func(c *engine.Config) { c.StandardWebhooks, c.SecretRotationGrace = true, grace }})
+	ctx := context.Background()
+	sub, oldSecret, _ := e.subscribe(t, "/custom/rotate", receiver.Healthy(), nil)
+	e.final(t, e.deliver(t, sub, e.event(), nil))
+	if h, body := log.request(t, 1); len(proto.ParseWebhookSignatures(h.Get(proto.HeaderWebhookSignature))) != 1 || !verifiesWith(h, body, oldSecret) {
+		t.Fatalf("before the rotation: webhook-signature %q, want the old secret's alone", h.Get(proto.HeaderWebhookSignature))
+	}
+
+	newSecret := "whsec_bmV3LXNlY3JldC1ieXRlcw"
+	enc, err := parseKey(t, testKey).Encrypt(newSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.redis.Client.Set(ctx, store.SecretKey(sub), enc, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	e.final(t, e.deliver(t, sub, e.event(), nil))
+	h, body := log.request(t, 2)
+	if len(proto.ParseWebhookSignatures(h.Get(proto.HeaderWebhookSignature))) != 2 || !verifiesWith(h, body, oldSecret) || !verifiesWith(h, body, newSecret) {
+		t.Fatalf("during the grace: webhook-signature %q, want the new and the old secret's", h.Get(proto.HeaderWebhookSignature))
+	}
+	if !proto.Verify(newSecret, body, h.Get(proto.HeaderSignature)) {
+		t.Fatalf("X-Cycles-Signature %q is not the current secret's, as the reference signs", h.Get(proto.HeaderSignature))
+	}
+	set, _, err := e.store.Settings(ctx, sub)
+	if err != nil || !strings.HasPrefix(set.PreviousSecret, "enc:") || set.PreviousSecretUntil == nil {
+		t.Fatalf("settings during the grace: %+v, %v; want an enc: previous secret with its end", set, err)
+	}
+
+	time.Sleep(time.Until(rotated.Add(grace + 100*time.Millisecond)))
+	e.final(t, e.deliver(t, sub, e.event(), nil))
+	if h, body := log.request(t, 3); len(proto.ParseWebhookSignatures(h.Get(proto.HeaderWebhookSignature))) != 1 || !verifiesWith(h, body, newSecret) {
+		t.Fatalf("after the grace: webhook-signature %q, want the new secret's alone", h.Get(proto.HeaderWebhookSignature))
+	}
+	if set, _, err = e.store.Settings(ctx, sub); err != nil || set.PreviousSecret != "" || set.PreviousSecretUntil != nil {
+		t.Fatalf("settings after the grace: previous secret %.4q…, until %v (%v); want both removed", set.PreviousSecret, set.PreviousSecretUntil, err)
 	}
 }
