@@ -44,6 +44,14 @@ type Config struct {
 	// blank) signing secret unsigned, as upstream did before 0.1.25.24;
 	// false (the default) fails it without a send, as 0.1.25.24 does.
 	AllowUnsigned bool
+	// StandardWebhooks signs deliveries with Standard Webhooks headers too
+	// (beside X-Cycles-Signature) for subscriptions whose own setting does
+	// not say otherwise (JETRELAY_STANDARD_WEBHOOKS).
+	StandardWebhooks bool
+	// SecretRotationGrace is how long a replaced signing secret keeps
+	// signing Standard Webhooks deliveries beside the new one, default 24h
+	// (JETRELAY_SECRET_ROTATION_GRACE).
+	SecretRotationGrace time.Duration
 
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
@@ -101,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetryAfter <= 0 {
 		c.MaxRetryAfter = time.Hour
+	}
+	if c.SecretRotationGrace <= 0 {
+		c.SecretRotationGrace = DefaultSecretRotationGrace
 	}
 	if c.SuccessFlush <= 0 {
 		c.SuccessFlush = time.Second

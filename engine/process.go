@@ -240,6 +240,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	if proto.SecretUsable(secret) {
 		req.Signature = proto.Sign(secret, b.EventRaw)
 	}
+	e.standardWebhooks(h, req, secret)
 	h.log, h.logTraced = log.With("trace_id", traceID), true
 
 	var res transport.Result

@@ -18,7 +18,8 @@ const (
 
 // ReservedHeader reports whether name (any case) is one a subscription's
 // custom headers may not set: Content-Type, User-Agent, any X-Cycles-*,
-// X-Request-Id, traceparent, tracestate, and the hop-by-hop and framing
+// X-Request-Id, traceparent, tracestate, the Standard Webhooks headers
+// (webhook-id, webhook-timestamp, webhook-signature), and the hop-by-hop and framing
 // headers (Host, Content-Length, Transfer-Encoding, Connection, Keep-Alive,
 // Proxy-Connection, Upgrade, Expect, TE, Trailer).
 func ReservedHeader(name string) bool {
@@ -27,6 +28,9 @@ func ReservedHeader(name string) bool {
 	// Written by the relay itself: a duplicate would become a second value
 	// (two Content-Types, a forged request id).
 	case "content-type", "user-agent", "x-request-id", "traceparent", "tracestate":
+		return true
+	// Standard Webhooks: a stored value would forge or break the signature.
+	case HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature:
 		return true
 	// Hop-by-hop and framing: the HTTP client must own them.
 	case "host", "content-length", "transfer-encoding", "connection", "keep-alive",

@@ -12,7 +12,19 @@ import "fmt"
 // Each feature adds its fields here; the record is patched field by field
 // (unknown fields kept), so an older jetrelay that does not know a field
 // leaves it alone.
-type SubscriptionSettings struct{}
+type SubscriptionSettings struct {
+	// Standard Webhooks (docs/security.md): nil follows the fleet default
+	// (JETRELAY_STANDARD_WEBHOOKS).
+	StandardWebhooks *bool `json:"standard_webhooks,omitempty"`
+	// The secret rotation jetrelay keeps for Standard Webhooks: Secret is a
+	// copy of webhook:secret:{id} as last seen (stored form, "enc:…" like
+	// admin's), so that when admin replaces it the old one is still known;
+	// PreviousSecret is that old one (stored form too), signed with beside
+	// the current until PreviousSecretUntil. Never logged, never printed.
+	Secret              string   `json:"secret,omitempty"`
+	PreviousSecret      string   `json:"previous_secret,omitempty"`
+	PreviousSecretUntil *Instant `json:"previous_secret_until,omitempty"`
+}
 
 // ParseSubscriptionSettings decodes a jetrelay:subscription:{id} record. It
 // must be a JSON object; unknown fields are ignored (a newer release's).

@@ -26,6 +26,10 @@ type Header struct {
 //	traceparent         when req has one (the engine always sets one); lowercase, as W3C spells it
 //	X-Request-Id        when req.RequestID is not blank
 //	X-Cycles-Signature  when the delivery is signed
+//	webhook-id, webhook-timestamp, webhook-signature
+//	                    when the subscription uses Standard Webhooks
+//	                    (req.WebhookSignature is set); lowercase, as the
+//	                    specification spells them
 //
 // A value with a control character (CR, LF, NUL, …) could inject a header or
 // split a message: the error says which header, never the value, and the
@@ -43,6 +47,9 @@ func IdentityHeaders(req *Request) ([]Header, error) {
 		{proto.HeaderTraceparent, req.Traceparent, req.Traceparent != ""},
 		{proto.HeaderRequestID, req.RequestID, strings.TrimSpace(req.RequestID) != ""},
 		{proto.HeaderSignature, req.Signature, req.Signature != ""},
+		{proto.HeaderWebhookID, req.WebhookID, req.WebhookSignature != ""},
+		{proto.HeaderWebhookTimestamp, req.WebhookTimestamp, req.WebhookSignature != ""},
+		{proto.HeaderWebhookSignature, req.WebhookSignature, req.WebhookSignature != ""},
 	}
 	out := make([]Header, 0, len(all))
 	for _, h := range all {

@@ -40,6 +40,12 @@ type Request struct {
 	DeliveryID     string            // for logs and transports that key on it
 	SubscriptionID string            // e.g. a FIFO message group
 	Attempt        int               // 1-based attempt number
+
+	// Standard Webhooks (sent only when WebhookSignature is set, beside
+	// Signature, which is unchanged): webhook-id (the event id, stable
+	// across retries), webhook-timestamp (Unix seconds of this attempt) and
+	// webhook-signature ("v1,<base64>", space-separated during a rotation).
+	WebhookID, WebhookTimestamp, WebhookSignature string
 }
 
 // Outcome classifies a destination's answer.

@@ -192,6 +192,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			NoAutoPipeline:  !cfg.RedisAutoPipeline,
 			InactiveRecheck: cfg.InactiveRecheck,
 			AllowUnsigned:   cfg.AllowUnsigned,
+			// Standard Webhooks (docs/security.md).
+			StandardWebhooks: cfg.StandardWebhooks, SecretRotationGrace: cfg.SecretRotationGrace,
 		})
 		if err != nil {
 			return nil, err

@@ -61,6 +61,9 @@ type Config struct {
 	DeliveryTTL    time.Duration
 	RetentionEvery time.Duration
 
+	StandardWebhooks    bool          // JETRELAY_STANDARD_WEBHOOKS: fleet default of Standard Webhooks signing
+	SecretRotationGrace time.Duration // JETRELAY_SECRET_ROTATION_GRACE: how long a replaced secret keeps signing
+
 	Workers int
 
 	BreakerThreshold  int
@@ -132,6 +135,8 @@ func options() []option {
 		{"WEBHOOK_SECRET_ENCRYPTION_KEY", "secret-key", "", "base64 AES-256 key that decrypts enc: signing secrets (same as admin)", setString(func(c *Config) *string { return &c.SecretKey })},
 		{"WEBHOOK_SECRET_ALLOW_PLAINTEXT", "secret-allow-plaintext", "true", "run without WEBHOOK_SECRET_ENCRYPTION_KEY (plaintext secrets only; enc: ones wait); false refuses to start without it, as upstream 0.1.25.24 does by default", setBool(func(c *Config) *bool { return &c.AllowPlaintext })},
 		{"JETRELAY_ALLOW_UNSIGNED", "allow-unsigned", "false", "send deliveries of subscriptions without a (non-blank) signing secret unsigned, as upstream before 0.1.25.24; false fails them unsent (\"Webhook signing secret is missing\")", setBool(func(c *Config) *bool { return &c.AllowUnsigned })},
+		{"JETRELAY_STANDARD_WEBHOOKS", "standard-webhooks", "false", "also sign deliveries the Standard Webhooks way (webhook-id, webhook-timestamp, webhook-signature beside X-Cycles-Signature) for subscriptions without a setting of their own (jetrelay subscriptions settings)", setBool(func(c *Config) *bool { return &c.StandardWebhooks })},
+		{"JETRELAY_SECRET_ROTATION_GRACE", "secret-rotation-grace", "24h", "how long a subscription's replaced signing secret keeps signing Standard Webhooks deliveries beside the new one", setDuration(func(c *Config) *time.Duration { return &c.SecretRotationGrace })},
 		{"MAX_DELIVERY_AGE_MS", "max-delivery-age-ms", "86400000", "deliveries older than this are failed without a send", setMillis(func(c *Config) *time.Duration { return &c.MaxDeliveryAge })},
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
@@ -268,6 +273,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION (--max-in-flight-per-subscription) must not be negative, got %d", c.MaxInFlight))
+	}
+	if c.SecretRotationGrace <= 0 {
+		errs = append(errs, fmt.Errorf("JETRELAY_SECRET_ROTATION_GRACE (--secret-rotation-grace) must be positive, got %s", c.SecretRotationGrace))
 	}
 	if c.ParkAfter <= 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_PARK_AFTER (--park-after) must be positive, got %s", c.ParkAfter))

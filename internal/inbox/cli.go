@@ -121,6 +121,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.Forward, "forward", os.Getenv(EnvForward), "where workers forward: http(s) URL or nats://host:port/subject (env "+EnvForward+")")
 	fs.Var(&secrets, "secret", "signing secret; repeat for a rotation (env "+EnvSecret+", comma-separated)")
 	secretFile := fs.String("secret-file", os.Getenv(EnvSecretFile), "file with one signing secret a line (env "+EnvSecretFile+")")
+	fs.DurationVar(&cfg.Tolerance, "tolerance", 5*time.Minute, "Standard Webhooks: how far webhook-timestamp may be from this clock before a delivery is refused as a replay")
+	fs.BoolVar(&cfg.StandardWebhooksOnly, "standard-webhooks-only", false, "refuse deliveries signed with X-Cycles-Signature alone (the end of a migration to Standard Webhooks)")
 	fs.Var(&paths, "path", "extra intake path besides /; repeatable")
 	fs.IntVar(&cfg.Workers, "workers", 4, "claim loops; negative runs intake only")
 	fs.IntVar(&cfg.Batch, "batch", 16, "events one claim takes (forwarded concurrently)")

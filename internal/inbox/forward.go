@@ -31,10 +31,17 @@ type Forwarder interface {
 }
 
 // forwardedHeaders are the stored headers a forward carries: the identity
-// (event id, type, trace, request id, signature) and the content type.
+// (event id, type, trace, request id, X-Cycles-Signature) and the content
+// type. The Standard Webhooks headers are not passed on: their timestamp
+// dates the sender's request, which the inbox verified, and a forward
+// retried later would carry it past any target's replay tolerance; the
+// target verifies X-Cycles-Signature instead.
 func forwardedHeaders(e Event) map[string]string {
 	out := map[string]string{proto.HeaderContentType: "application/json", HeaderAttempt: strconv.Itoa(e.AttemptCount)}
 	for _, name := range receive.IdentityHeaders() {
+		if strings.HasPrefix(name, "webhook-") {
+			continue
+		}
 		if v := e.Header.Get(name); v != "" {
 			out[name] = v
 		}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/receive"
 )
 
@@ -42,13 +41,15 @@ func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
-	if err := in.verifier.Verify(body, r.Header.Get(proto.HeaderSignature)); err != nil {
+	id := receive.IdentityFromHTTP(r.Header)
+	// Either scheme: X-Cycles-Signature, or Standard Webhooks with its
+	// replay check (receive.Verifier.VerifyIdentity).
+	if err := in.verifier.VerifyIdentity(body, id); err != nil {
 		in.metrics.intake.WithLabelValues(resultRefused).Inc()
 		in.log.Warn("inbox: refused a delivery", "reason", err, "remote", r.RemoteAddr)
-		http.Error(w, "invalid or missing X-Cycles-Signature", http.StatusUnauthorized)
+		http.Error(w, "invalid or missing signature (X-Cycles-Signature or webhook-signature), or a stale webhook-timestamp", http.StatusUnauthorized)
 		return
 	}
-	id := receive.IdentityFromHTTP(r.Header)
 	if !receive.ValidEventID(id.EventID) {
 		in.metrics.intake.WithLabelValues(resultInvalid).Inc()
 		http.Error(w, "missing or invalid X-Cycles-Event-Id", http.StatusBadRequest)

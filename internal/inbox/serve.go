@@ -26,6 +26,10 @@ type Config struct {
 	PostgresURL string
 	Forward     string   // http(s) URL or nats://host:port/subject
 	Secrets     []string // signing secrets; two during a rotation
+	// Standard Webhooks: how far webhook-timestamp may be from the clock
+	// (0: 5 minutes), and whether X-Cycles-Signature alone is refused.
+	Tolerance            time.Duration
+	StandardWebhooksOnly bool
 
 	Workers        int           // claim loops; 0 means 4, negative runs intake only
 	Batch          int           // rows per claim; 0 means 16
@@ -128,7 +132,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) listen() error {
-	v, err := receive.NewVerifier(s.cfg.Secrets, receive.WithMaxBodyBytes(s.cfg.MaxBodyBytes))
+	opts := []receive.VerifierOption{receive.WithMaxBodyBytes(s.cfg.MaxBodyBytes), receive.WithTolerance(s.cfg.Tolerance)}
+	if s.cfg.StandardWebhooksOnly {
+		opts = append(opts, receive.WithStandardWebhooksOnly())
+	}
+	v, err := receive.NewVerifier(s.cfg.Secrets, opts...)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		subscriptionsUsage(stdout)
 		if len(args) == 0 {
-			return errors.New("subscriptions: name a subcommand: create, get, list or set-status")
+			return errors.New("subscriptions: name a subcommand: create, get, list, set-status or settings")
 		}
 		return nil
 	}
@@ -44,6 +44,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return subscriptionsList(ctx, args[1:], stdout, stderr)
 	case "set-status":
 		return subscriptionsSetStatus(ctx, args[1:], stdout, stderr)
+	case "settings":
+		return subscriptionsSettings(ctx, args[1:], stdout, stderr)
 	}
 	subscriptionsUsage(stderr)
 	return fmt.Errorf("subscriptions: unknown subcommand %q", args[0])
@@ -59,6 +61,7 @@ cycles-server-admin stores them.
   get ID                                                       print the record as JSON (never the secret)
   list [--tenant T]                                            id, tenant, status, URL (credentials hidden)
   set-status ID ACTIVE|PAUSED|DISABLED                         change the status as admin's PATCH does
+  settings ID [--standard-webhooks true|false|default]        jetrelay's own settings (kept where admin's edits cannot erase them)
 
 Redis: --redis-url or --redis-host/--redis-port/--redis-password (env REDIS_URL,
 REDIS_HOST, REDIS_PORT, REDIS_PASSWORD). Signing secrets are stored encrypted
@@ -178,6 +181,11 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 	})
 	fs.Func("max-delay-ms", "retry delay cap, 1000..3600000 ms (default 60000)", int64Into(&policy.MaxDelayMs))
 	fs.IntVar(&s.DisableAfterFailures, "disable-after-failures", 0, "consecutive failed deliveries that disable the subscription (default 10)")
+	var stdWebhooks any
+	fs.Func("standard-webhooks", "true or false: sign with Standard Webhooks headers too (default: follow JETRELAY_STANDARD_WEBHOOKS); see `settings`", func(v string) (err error) {
+		stdWebhooks, err = optionalBool(v)
+		return err
+	})
 	if _, err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
@@ -218,8 +226,15 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 	if warning := ops.SSRFWarning(ctx, rdb, s.URL, os.Getenv); warning != "" {
 		fmt.Fprintln(stderr, warning)
 	}
+	if stdWebhooks != nil {
+		if err := setStandardWebhooks(ctx, rdb, id, stdWebhooks); err != nil {
+			return fmt.Errorf("subscriptions create: %w", err)
+		}
+	}
 	if generated {
 		fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
+		// The same key in the form every Standard Webhooks library reads.
+		fmt.Fprintf(stdout, "standard_webhooks_secret: %s\n", proto.StandardWebhooksSecret(secret))
 		fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")
 	}
 	if key == nil {

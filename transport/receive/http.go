@@ -13,7 +13,8 @@ import (
 
 // Middleware verifies every request before next sees it. It reads at most
 // the body limit (WithMaxBodyBytes) and answers 413 past it, 401 to a missing
-// or wrong signature, and otherwise calls next with the body restored, byte
+// or wrong signature (either scheme, VerifyIdentity) or a replayed
+// Standard Webhooks timestamp, and otherwise calls next with the body restored, byte
 // for byte, so next may parse it. Nothing is parsed before the signature
 // holds.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
@@ -23,8 +24,8 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 			http.Error(w, http.StatusText(status), status)
 			return
 		}
-		if err := v.Verify(body, r.Header.Get(proto.HeaderSignature)); err != nil {
-			http.Error(w, "invalid or missing X-Cycles-Signature", http.StatusUnauthorized)
+		if err := v.VerifyIdentity(body, IdentityFromHTTP(r.Header)); err != nil {
+			http.Error(w, "invalid or missing signature (X-Cycles-Signature or webhook-signature), or a stale webhook-timestamp", http.StatusUnauthorized)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -20,6 +20,11 @@ type Identity struct {
 	Traceparent string // traceparent
 	RequestID   string // X-Request-Id, may be empty
 	Signature   string // X-Cycles-Signature, empty when unsigned
+
+	// Standard Webhooks, empty unless the subscription uses them.
+	WebhookID        string // webhook-id (the event id)
+	WebhookTimestamp string // webhook-timestamp, Unix seconds of the attempt
+	WebhookSignature string // webhook-signature, "v1,<base64>" (several during a rotation)
 }
 
 // IdentityHeaders returns the header names of an Identity, in the order the
@@ -28,6 +33,7 @@ func IdentityHeaders() []string {
 	return []string{
 		proto.HeaderEventID, proto.HeaderEventType, proto.HeaderTraceID,
 		proto.HeaderTraceparent, proto.HeaderRequestID, proto.HeaderSignature,
+		proto.HeaderWebhookID, proto.HeaderWebhookTimestamp, proto.HeaderWebhookSignature,
 	}
 }
 
@@ -41,6 +47,10 @@ func IdentityFrom(get func(name string) string) Identity {
 		Traceparent: get(proto.HeaderTraceparent),
 		RequestID:   get(proto.HeaderRequestID),
 		Signature:   get(proto.HeaderSignature),
+
+		WebhookID:        get(proto.HeaderWebhookID),
+		WebhookTimestamp: get(proto.HeaderWebhookTimestamp),
+		WebhookSignature: get(proto.HeaderWebhookSignature),
 	}
 }
 

@@ -38,12 +38,13 @@ func AttributeMessage(body []byte, attributes map[string]string) Message {
 }
 
 // VerifyMessage checks a message's signature and event id, and returns its
-// Identity: the error is ErrNoSignature, ErrBadSignature or ErrNoEventID.
+// Identity: the error is ErrNoSignature, ErrBadSignature (ErrReplay among
+// them) or ErrNoEventID. Either scheme verifies it (VerifyIdentity).
 // A message that fails should be dropped (acked, deleted) and logged, not
 // retried: a redelivery will not make it valid.
 func (v *Verifier) VerifyMessage(m Message) (Identity, error) {
 	id := IdentityFrom(m.Header)
-	if err := v.Verify(m.Body, id.Signature); err != nil {
+	if err := v.VerifyIdentity(m.Body, id); err != nil {
 		return id, err
 	}
 	if !ValidEventID(id.EventID) {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -17,11 +18,18 @@ var (
 	ErrNoEventID = errors.New("receive: no X-Cycles-Event-Id")
 )
 
-// Verifier checks X-Cycles-Signature against a subscription's signing
-// secrets. It is safe for concurrent use.
+// Verifier checks X-Cycles-Signature, and Standard Webhooks signatures
+// (webhook-signature, with replay protection by webhook-timestamp), against
+// a subscription's signing secrets. It is safe for concurrent use.
 type Verifier struct {
 	secrets []string
 	maxBody int64
+	// Standard Webhooks: the key of each secret, the timestamp tolerance,
+	// the clock, and whether X-Cycles-Signature alone is refused.
+	keys         [][]byte
+	tolerance    time.Duration
+	now          func() time.Time
+	standardOnly bool
 }
 
 // DefaultMaxBodyBytes bounds the body the HTTP middleware reads. Cycles
@@ -55,7 +63,11 @@ func NewVerifier(secrets []string, opts ...VerifierOption) (*Verifier, error) {
 			return nil, fmt.Errorf("receive: signing secret %d is blank", i+1)
 		}
 	}
-	v := &Verifier{secrets: append([]string(nil), secrets...), maxBody: DefaultMaxBodyBytes}
+	v := &Verifier{secrets: append([]string(nil), secrets...), maxBody: DefaultMaxBodyBytes,
+		tolerance: proto.StandardWebhooksTolerance, now: time.Now}
+	for _, s := range secrets {
+		v.keys = append(v.keys, proto.StandardWebhooksKey(s))
+	}
 	for _, o := range opts {
 		o(v)
 	}

@@ -46,7 +46,7 @@ type Message struct {
 	TraceID     string
 	Traceparent string
 	RequestID   string            // "" when none was sent
-	Headers     map[string]string // the subscription's custom headers that arrived
+	Headers     map[string]string // every header or attribute that arrived (the custom ones among them)
 }
 
 // Destination is one test destination the Harness set up.
@@ -110,6 +110,7 @@ type testCase struct {
 var cases = []testCase{
 	{"accepted event arrives with identity signature and trace", testDelivered},
 	{"unsigned event arrives without a signature", testUnsigned},
+	{"Standard Webhooks headers arrive beside the Cycles signature", testStandardWebhooks},
 	{"rejection is a failed result not an error", testRejected},
 	{"throttling is a throttled result", testThrottled},
 	{"deadline is honoured and retryable", testDeadline},
@@ -262,6 +263,42 @@ func testUnsigned(t *testing.T, h Harness) {
 	if m.Signature != "" || m.RequestID != "" {
 		t.Errorf("an unsigned event without request id arrived with signature %q, request id %q; want neither", m.Signature, m.RequestID)
 	}
+}
+
+// testStandardWebhooks: a subscription that uses Standard Webhooks gets
+// webhook-id, webhook-timestamp and webhook-signature (read from
+// Message.Headers, whatever case the protocol gives the names), and
+// X-Cycles-Signature unchanged beside them.
+func testStandardWebhooks(t *testing.T, h Harness) {
+	tr := h.Transport(t)
+	d := destination(t, h, Accept)
+	req := NewRequest(d.URL, "stdwebhooks")
+	req.WebhookID, req.WebhookTimestamp = req.EventID, "1700000000"
+	req.WebhookSignature = "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc="
+	if res, err := deliver(t, tr, context.Background(), req); err != nil || res.Outcome != transport.Delivered {
+		t.Fatalf("Deliver = %+v, %v; want Delivered", res, err)
+	}
+	m := await(t, d, req.EventID)
+	for name, want := range map[string]string{
+		proto.HeaderWebhookID: req.WebhookID, proto.HeaderWebhookTimestamp: req.WebhookTimestamp,
+		proto.HeaderWebhookSignature: req.WebhookSignature,
+	} {
+		if got := headerFold(m.Headers, name); got != want {
+			t.Errorf("%s arrived as %q, want %q", name, got, want)
+		}
+	}
+	if m.Signature != req.Signature {
+		t.Errorf("X-Cycles-Signature arrived as %q, want %q beside the Standard Webhooks headers", m.Signature, req.Signature)
+	}
+}
+
+func headerFold(headers map[string]string, name string) string {
+	for k, v := range headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
 }
 
 func testRejected(t *testing.T, h Harness) {
