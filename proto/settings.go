@@ -12,7 +12,11 @@ import "fmt"
 // Each feature adds its fields here; the record is patched field by field
 // (unknown fields kept), so an older jetrelay that does not know a field
 // leaves it alone.
-type SubscriptionSettings struct{}
+type SubscriptionSettings struct {
+	// Ordering (issue 23): none, first-attempt or strict; absent means the
+	// fleet default (JETRELAY_ORDERING).
+	Ordering string `json:"ordering,omitempty"`
+}
 
 // ParseSubscriptionSettings decodes a jetrelay:subscription:{id} record. It
 // must be a JSON object; unknown fields are ignored (a newer release's).
