@@ -153,4 +153,3 @@ func (b *Bridge) dropTurn(ctx context.Context) {
 		b.log.Warn("mover lease not dropped; it expires on its own", "err", err)
 	}
 }
-
