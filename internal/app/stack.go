@@ -130,6 +130,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			// Only then: the bridge reads each batch's trace ids from Redis.
 			bc.TracerProvider = s.tracing.Provider()
 		}
+		bc.Ordering = proto.Ordering(cfg.Ordering)
 		s.bridge, err = bridge.New(s.rdb, s.js, bc)
 		if err != nil {
 			return nil, err
@@ -180,6 +181,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			NoAutoPipeline:  !cfg.RedisAutoPipeline,
 			InactiveRecheck: cfg.InactiveRecheck,
 			AllowUnsigned:   cfg.AllowUnsigned,
+			Ordering:        proto.Ordering(cfg.Ordering),
 		})
 		if err != nil {
 			return nil, err
