@@ -153,7 +153,7 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	alive     *keepAlive
-	lineAlive *keepAlive // items of ordered lines, whose AckWait is short (ordered.go)
+	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
