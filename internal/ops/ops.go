@@ -9,6 +9,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // Options configure a Tool. Redis is required; the rest may be zero.
@@ -27,6 +28,8 @@ type Options struct {
 	MaxDeliveryAge time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Ordering is run's JETRELAY_ORDERING, the fleet default ordering.
+	Ordering proto.Ordering
 }
 
 // Tool runs operator commands against one Redis and one dispatch stream.
@@ -39,6 +42,8 @@ type Tool struct {
 	q      queue.Config
 	maxAge time.Duration
 	now    func() time.Time
+
+	fleetOrdering proto.Ordering
 }
 
 // New returns a Tool.
@@ -51,6 +56,8 @@ func New(o Options) *Tool {
 		q:      o.Queue.WithDefaults(),
 		maxAge: o.MaxDeliveryAge,
 		now:    o.Now,
+
+		fleetOrdering: o.Ordering,
 	}
 	if t.maxAge <= 0 {
 		t.maxAge = 24 * time.Hour

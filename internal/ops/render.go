@@ -81,6 +81,9 @@ func writeInspection(w io.Writer, in *Inspection) error {
 	} else {
 		row("subscription", "unavailable: "+in.SubscriptionErr)
 	}
+	if o := in.Ordering; o != nil {
+		row("ordering", fmt.Sprintf("%s (%s)", o.Mode, o.Source))
+	}
 	row("trace id", orDash(in.TraceID))
 	if in.LastAttemptTraceparent != "" {
 		row("last attempt", in.LastAttemptTraceparent)
@@ -155,6 +158,7 @@ func writeStatus(w io.Writer, r *Report) error {
 		alive = append(alive, fmt.Sprintf("%s %s (%d processing)", b.ID, state, b.Processing))
 	}
 	row("bridges", orDash(strings.Join(alive, "; ")))
+	writeOrdering(row, r.Ordering)
 	if len(r.Replicas) == 0 {
 		row("replicas", "unknown: "+orDash(r.ReplicasUnknown))
 	}

@@ -27,6 +27,9 @@ type Report struct {
 	Replicas         []Replica              `json:"replicas"`
 	// ReplicasUnknown says why no replica's own state is shown.
 	ReplicasUnknown string `json:"replicas_unknown,omitempty"`
+	// Ordering is the fleet default, the subscriptions' own modes and
+	// the ordered lines with work (docs/ordering.md).
+	Ordering *OrderingStatus `json:"ordering,omitempty"`
 }
 
 // RedisQueue is the Redis side of the dispatch queue.
@@ -137,6 +140,9 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 		}
 	}
 	if rep.Bridges, err = t.st.Bridges(ctx); err != nil {
+		return nil, err
+	}
+	if rep.Ordering, err = t.orderingStatus(ctx); err != nil {
 		return nil, err
 	}
 	if t.js == nil {
