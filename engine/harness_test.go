@@ -65,6 +65,8 @@ type envOptions struct {
 	// transports registers more transports (e.g. natsink on the test's
 	// NATS connection) next to the webhook one.
 	transports func(*transport.Registry, *nats.Conn)
+	// ordering is the fleet default ordering of the bridge and the engine.
+	ordering proto.Ordering
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -113,6 +115,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		// for anything longer than 200ms, so that path is exercised everywhere.
 		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
 		TracerProvider: o.tracer,
+		Ordering:       o.ordering,
 	}
 	if o.engine != nil {
 		o.engine(&cfg)
@@ -122,7 +125,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.engine = eng
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer, Ordering: o.ordering})
 	if err != nil {
 		t.Fatal(err)
 	}
