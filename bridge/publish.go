@@ -92,8 +92,14 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 		errs = append(errs, err)
 	}
 	origins := b.origins(actx, good)
-	acked, dups, failed, err := b.publish(good, b.traceParents(good, origins), b.subjects(good, origins))
+	plain, parents, lines := splitLines(good, b.traceParents(good, origins), b.subjects(good, origins))
+	acked, dups, failed, err := b.publish(plain, parents)
 	remaining = append(remaining, failed...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	lacked, ldups, lfailed, err := b.publishLines(lines)
+	acked, dups, remaining = append(acked, lacked...), append(dups, ldups...), append(remaining, lfailed...)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -143,9 +149,8 @@ func (b *Bridge) fit(ctx context.Context, ids []string) (fit, wait []string, err
 // for all PubAcks until PublishTimeout. It returns the ids stored as new
 // messages, those JetStream absorbed as duplicates (for resolveDuplicates),
 // and the failed ones. parents, when not nil, holds each id's trace
-// context (traceParents); subjects, when not nil, each id's subject (an
-// ordered subscription's line, route.go).
-func (b *Bridge) publish(ids []string, parents []context.Context, subjects []string) (stored []string, dups []duplicate, failed []string, firstErr error) {
+// context (traceParents).
+func (b *Bridge) publish(ids []string, parents []context.Context) (stored []string, dups []duplicate, failed []string, firstErr error) {
 	if len(ids) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -162,11 +167,7 @@ func (b *Bridge) publish(ids []string, parents []context.Context, subjects []str
 	}
 	inflight := make([]pending, 0, len(ids))
 	for i, id := range ids {
-		subject := b.cfg.Queue.Subject
-		if subjects != nil {
-			subject = subjects[i]
-		}
-		msg := queue.NewMsg(subject, id)
+		msg := queue.NewMsg(b.cfg.Queue.Subject, id)
 		var span trace.Span
 		if parents != nil {
 			span = b.startPublish(parents[i], msg, id)

@@ -2,9 +2,14 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -89,8 +94,8 @@ func (b *Bridge) ordered(subscriptionID string) bool {
 	return m.Ordered()
 }
 
-// subjects is the subject of each id: its subscription's line when that is
-// ordered, the shared work subject otherwise. nil when none is ordered.
+// subjects is, for each id, its subscription's line when that is ordered,
+// "" (the shared work subject) otherwise; nil when none is ordered.
 func (b *Bridge) subjects(ids []string, origins []store.TraceOrigin) []string {
 	if origins == nil {
 		return nil
@@ -100,9 +105,6 @@ func (b *Bridge) subjects(ids []string, origins []store.TraceOrigin) []string {
 		if sub := origins[i].SubscriptionID; b.ordered(sub) {
 			if out == nil {
 				out = make([]string, len(ids))
-				for j := range out {
-					out[j] = b.cfg.Queue.Subject
-				}
 			}
 			out[i] = b.cfg.Queue.OrderedSubject(sub)
 		}
@@ -151,5 +153,114 @@ func (b *Bridge) dropTurn(ctx context.Context) {
 	}
 	if err := b.store.DropMover(ctx, b.cfg.InstanceID); err != nil {
 		b.log.Warn("mover lease not dropped; it expires on its own", "err", err)
+	}
+}
+
+// lineItem is an id bound for an ordered subscription's line.
+type lineItem struct {
+	id      string
+	parent  context.Context // nil when tracing is off
+	subject string
+}
+
+// splitLines separates the ids bound for ordered lines (subjects, when not
+// nil) from the others, keeping each group's order.
+func splitLines(ids []string, parents []context.Context, subjects []string) (plain []string, plainParents []context.Context, lines []lineItem) {
+	if subjects == nil {
+		return ids, parents, nil
+	}
+	for i, id := range ids {
+		var p context.Context
+		if parents != nil {
+			p = parents[i]
+		}
+		if subjects[i] == "" {
+			plain = append(plain, id)
+			if parents != nil {
+				plainParents = append(plainParents, p)
+			}
+			continue
+		}
+		lines = append(lines, lineItem{id: id, parent: p, subject: subjects[i]})
+	}
+	return plain, plainParents, lines
+}
+
+// publishLines publishes the ids of each ordered line one after another,
+// each once the previous one's PubAck came back, and the lines side by side.
+// An async batch could store a later id of a line while an earlier one
+// fails (a stream leader changing, a stream not created yet) and is
+// published again after it, out of order; here a failure stops its line, and
+// that id and the ones after it stay in the processing list, in order, for
+// the next attempt. Results are in the order of items.
+func (b *Bridge) publishLines(items []lineItem) (stored []string, dups []duplicate, failed []string, firstErr error) {
+	if len(items) == 0 {
+		return nil, nil, nil, nil
+	}
+	deadline := time.Now().Add(b.cfg.PublishTimeout)
+	bySubject := map[string][]int{}
+	for i, it := range items {
+		bySubject[it.subject] = append(bySubject[it.subject], i)
+	}
+	type result struct {
+		ack *jetstream.PubAck
+		err error
+	}
+	results := make([]result, len(items))
+	var wg sync.WaitGroup
+	for _, idx := range bySubject {
+		wg.Go(func() {
+			var stop error
+			for _, i := range idx {
+				if stop != nil {
+					results[i].err = stop
+					continue
+				}
+				results[i].ack, results[i].err = b.publishOne(items[i], deadline)
+				stop = results[i].err
+			}
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		switch {
+		case r.err != nil:
+			failed = append(failed, items[i].id)
+			if firstErr == nil {
+				firstErr = r.err
+			}
+		case r.ack.Duplicate:
+			dups = append(dups, duplicate{id: items[i].id, seq: r.ack.Sequence})
+		default:
+			stored = append(stored, items[i].id)
+			b.published.Add(1)
+		}
+	}
+	return stored, dups, failed, firstErr
+}
+
+// publishOne publishes one line item and waits for its PubAck until deadline.
+func (b *Bridge) publishOne(it lineItem, deadline time.Time) (*jetstream.PubAck, error) {
+	msg := queue.NewMsg(it.subject, it.id)
+	var span trace.Span
+	if it.parent != nil && b.tracer != nil {
+		span = b.startPublish(it.parent, msg, it.id)
+	}
+	paf, err := b.publishAsync(msg, deadline)
+	if span != nil {
+		endPublish(span, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", it.id, err)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case ack := <-paf.Ok():
+		return ack, nil
+	case err := <-paf.Err():
+		return nil, err
+	case <-timer.C:
+		return nil, errPubAckTimeout
 	}
 }

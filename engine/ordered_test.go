@@ -3,13 +3,16 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -141,4 +144,52 @@ func waiting(t *testing.T, e *env, id string) string {
 	}
 	_ = json.Unmarshal([]byte(raw), &v)
 	return v.Waiting
+}
+
+func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testing.T) {
+	t.Parallel()
+	cl := testenv.Cluster(t, 3)
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, natsURLs: cl.ClientURLs(), streamReplicas: 3})
+	ctx := context.Background()
+	// One request in four refused, so retries hold the line now and then.
+	var n atomic.Int64
+	sub, _, ep := e.subscribe(t, "/leader-line", func(int) int {
+		if n.Add(1)%4 == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}, nil)
+	const total = 150
+	var events, ids []string
+	for range total {
+		id := e.deliver(t, sub, e.event(), nil)
+		d, err := e.store.Delivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	waitFor(t, 60*time.Second, "a third of the line delivered", func() bool { return ep.Stats().Unique >= total/3 })
+	leader := clusterStreamLeader(t, e.js, e.qc.Stream)
+	if err := cl.Stop(leader); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped %s, the stream leader, at %d of %d delivered", leader, ep.Stats().Unique, total)
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+		}
+	}
+	if got := receivedOrder(ep); !slices.Equal(got, events) {
+		idx := map[string]int{}
+		for i, ev := range events {
+			idx[ev] = i
+		}
+		var seq []int
+		for _, ev := range got {
+			seq = append(seq, idx[ev])
+		}
+		t.Errorf("first successes out of enqueue order (by enqueue index): %v", seq)
+	}
+	t.Logf("duplicates: %d", ep.Stats().Duplicates)
 }
