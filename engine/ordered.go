@@ -128,11 +128,18 @@ func (e *Engine) scanLines(ctx context.Context, work *lanes, running map[string]
 	}
 	modes, err := e.store.Orderings(qctx)
 	if err != nil {
+		// A line not read yet waits as strict until the index answers:
+		// it exists because a bridge found its subscription ordered.
 		e.log.Warn("cannot read the ordering index; lines keep their modes", "err", err)
+		for _, l := range running {
+			if l.ordering() == "" {
+				l.mode.Store(proto.OrderingStrict)
+			}
+		}
 		return
 	}
 	for sub, l := range running {
-		l.mode.Store(modes[sub].Or(e.cfg.Ordering))
+		l.mode.Store(modes[sub].Or(e.cfg.Ordering).Or(proto.OrderingNone))
 	}
 }
 
