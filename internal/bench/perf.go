@@ -13,30 +13,31 @@ import (
 
 // perfOptions are the performance scenario's flags.
 type perfOptions struct {
-	only       string // comma-separated case ids; "" runs them all
-	subs       int    // subscriptions of the fast, slow, rate and replica cases, one tenant each
-	deliveries int    // deliveries of the fast-receiver and replica cases
+	only           string // comma-separated case ids; "" runs them all
+	subs           int    // subscriptions of the fast, slow, rate and replica cases, one tenant each
+	deliveries     int    // deliveries of the fast-receiver and replica cases
+	slowDeliveries int
+	slowDelay      time.Duration
+	sizedWorkers   int // JETRELAY_WORKERS of the sized slow-receiver case; 0 skips it
+	fanSubs        int
+	fanDead        float64
+	fanEvents      int
+	replicas       int
+	rates          string // fixed rates, comma separated
+	rateFor        time.Duration
+	queued         int
+	relayBinary    string // the jetrelay binary of the queued case; "" is this one
+	refDeliveries  int
+	refSlow        int
+	ceilingFor     time.Duration
+	emitters       int
+	rateEmitters   int
+	eventBytes     int
+	settle         time.Duration
+	chart          string
+
 	// orderedDeliveries are the ordered case's (one at a time: fewer).
 	orderedDeliveries int
-	slowDeliveries    int
-	slowDelay         time.Duration
-	sizedWorkers      int // JETRELAY_WORKERS of the sized slow-receiver case; 0 skips it
-	fanSubs           int
-	fanDead           float64
-	fanEvents         int
-	replicas          int
-	rates             string // fixed rates, comma separated
-	rateFor           time.Duration
-	queued            int
-	relayBinary       string // the jetrelay binary of the queued case; "" is this one
-	refDeliveries     int
-	refSlow           int
-	ceilingFor        time.Duration
-	emitters          int
-	rateEmitters      int
-	eventBytes        int
-	settle            time.Duration
-	chart             string
 }
 
 func perfFlags(fs *flag.FlagSet) benchRun {
