@@ -39,6 +39,8 @@ type Bridge struct {
 	problem atomic.Pointer[error]
 
 	moved, published, duplicates, requeued, recovered, adopted, promoted, undeferred, quarantined atomic.Uint64
+
+	routes routing // ordered subscriptions (route.go)
 }
 
 // New checks cfg and returns a Bridge working on the Redis behind rdb (any
@@ -94,6 +96,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// now rather than after HeartbeatTTL.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
+	b.dropTurn(dctx)
 	if err := b.store.StopBeating(dctx, b.cfg.InstanceID); err != nil {
 		b.log.Warn("heartbeat not removed; it expires on its own", "err", err)
 	}
@@ -151,6 +154,14 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 				needDrain = true
 				continue
 			}
+		}
+		if ok, adopted := b.takeTurn(ctx); !ok {
+			// Another bridge moves while a subscription is ordered.
+			sleep(ctx, moverRetry)
+			continue
+		} else if adopted {
+			needDrain = true
+			continue
 		}
 		ids, err := b.move(ctx)
 		if len(ids) > 0 {

@@ -10,6 +10,8 @@ import (
 	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // Defaults applied by New.
@@ -81,6 +83,10 @@ type Config struct {
 	// its delivery's trace, and puts its context in the message headers;
 	// nil: no spans and no extra Redis read.
 	TracerProvider trace.TracerProvider
+
+	// Ordering is the fleet default ordering of subscriptions whose own
+	// setting names none (JETRELAY_ORDERING; route.go).
+	Ordering proto.Ordering
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -91,8 +91,15 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	acked, dups, failed, err := b.publish(good, b.traceParents(actx, good))
+	origins := b.origins(actx, good)
+	plain, parents, lines := splitLines(good, b.traceParents(good, origins), b.subjects(good, origins))
+	acked, dups, failed, err := b.publish(plain, parents)
 	remaining = append(remaining, failed...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	lacked, ldups, lfailed, err := b.publishLines(lines)
+	acked, dups, remaining = append(acked, lacked...), append(dups, ldups...), append(remaining, lfailed...)
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -71,10 +71,16 @@ func (b *Bridge) resolveDuplicate(ctx context.Context, stream jetstream.Stream, 
 		case !errors.Is(err, jetstream.ErrMsgNotFound):
 			return fmt.Errorf("check whether message %d of duplicate %s is still queued: %w", seq, d.id, err)
 		}
-		if want, err := b.wantsDelivery(ctx, d.id); err != nil || !want {
+		want, sub, err := b.wantsDelivery(ctx, d.id)
+		if err != nil || !want {
 			return err
 		}
-		ack, err := b.js.PublishMsg(ctx, queue.NewRequeueMsg(b.cfg.Queue.Subject, d.id, seq),
+		// An ordered subscription's requeue joins the end of its line.
+		subject := b.cfg.Queue.Subject
+		if b.orderingInUse(ctx) && b.ordered(sub) {
+			subject = b.cfg.Queue.OrderedSubject(sub)
+		}
+		ack, err := b.js.PublishMsg(ctx, queue.NewRequeueMsg(subject, d.id, seq),
 			jetstream.WithExpectStream(b.cfg.Queue.Stream))
 		if err != nil {
 			return fmt.Errorf("re-enqueue %s: %w", d.id, err)
@@ -94,22 +100,22 @@ func (b *Bridge) resolveDuplicate(ctx context.Context, stream jetstream.Stream, 
 // attempt. A terminal or missing record means the re-push has nothing to do
 // (the engine would ack it unseen), so it is dropped. An unreadable record
 // is re-enqueued all the same: the engine quarantines it where an operator
-// sees it.
-func (b *Bridge) wantsDelivery(ctx context.Context, id string) (bool, error) {
+// sees it. sub is the delivery's subscription, when readable.
+func (b *Bridge) wantsDelivery(ctx context.Context, id string) (want bool, sub string, err error) {
 	rec, err := b.store.Delivery(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		b.log.Debug("duplicate of a consumed message dropped: delivery record not found", "delivery_id", id)
 		b.duplicates.Add(1)
-		return false, nil
+		return false, "", nil
 	case errors.Is(err, store.ErrCorrupt):
-		return true, nil
+		return true, "", nil
 	case err != nil:
-		return false, fmt.Errorf("read the record of duplicate %s: %w", id, err)
+		return false, "", fmt.Errorf("read the record of duplicate %s: %w", id, err)
 	case rec.Status.Terminal():
 		b.log.Debug("duplicate of a consumed message dropped: delivery already final", "delivery_id", id, "status", rec.Status)
 		b.duplicates.Add(1)
-		return false, nil
+		return false, "", nil
 	}
-	return true, nil
+	return true, rec.SubscriptionID, nil
 }

@@ -10,24 +10,36 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/telemetry"
 )
 
 // tracerName is the instrumentation scope of the bridge's spans.
 const tracerName = "github.com/jetrelay/jetrelay/bridge"
 
-// traceParents returns, per id, the context a publish span of that
-// delivery starts from: its event's trace (telemetry.DeliveryParent), read
-// from the delivery records in one MGET. It is nil when tracing is off, so
-// an untraced bridge costs nothing, and when the read fails: a span in a
-// trace of its own would pull the engine's attempts out of the event's
-// trace, while without one the engine finds that trace itself.
-func (b *Bridge) traceParents(ctx context.Context, ids []string) []context.Context {
-	if b.tracer == nil || len(ids) == 0 {
+// origins reads what the delivery records of ids say about their trace
+// and subscription, in one MGET, when tracing is on or a subscription may
+// be ordered (route.go); otherwise, and when the read fails, it is nil and
+// costs nothing.
+func (b *Bridge) origins(ctx context.Context, ids []string) []store.TraceOrigin {
+	if len(ids) == 0 || b.tracer == nil && !b.orderingInUse(ctx) {
 		return nil
 	}
 	origins, err := b.store.TraceOrigins(ctx, ids)
 	if err != nil {
+		return nil
+	}
+	return origins
+}
+
+// traceParents returns, per id, the context a publish span of that
+// delivery starts from: its event's trace (telemetry.DeliveryParent), read
+// from the delivery records (origins). It is nil when tracing is off, so
+// an untraced bridge costs nothing, and when the read failed: a span in a
+// trace of its own would pull the engine's attempts out of the event's
+// trace, while without one the engine finds that trace itself.
+func (b *Bridge) traceParents(ids []string, origins []store.TraceOrigin) []context.Context {
+	if b.tracer == nil || origins == nil {
 		return nil
 	}
 	out := make([]context.Context, len(ids))

@@ -11,6 +11,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // cmdOps is the operator command families `deliveries`, `quarantine`,
@@ -31,7 +32,7 @@ func statusRoutes(cfg *config.Config) func(*app.Stack) map[string]http.Handler {
 		if name == "" {
 			name, _ = os.Hostname()
 		}
-		t := ops.New(ops.Options{Redis: s.Redis(), JetStream: s.JetStream(), Queue: s.Queue(), MaxDeliveryAge: cfg.MaxDeliveryAge, ReconcileMargin: cfg.ReconcileMargin})
+		t := ops.New(ops.Options{Redis: s.Redis(), JetStream: s.JetStream(), Queue: s.Queue(), MaxDeliveryAge: cfg.MaxDeliveryAge, ReconcileMargin: cfg.ReconcileMargin, Ordering: proto.Ordering(cfg.Ordering)})
 		return map[string]http.Handler{"GET " + ops.StatusPath: ops.StatusHandler(t, ops.LocalReplica(name, cfg.Role, s.Engine(), s.Bridge()))}
 	}
 }

@@ -60,6 +60,10 @@ type Config struct {
 	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
 	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s
+
+	// Ordering is the fleet default ordering of subscriptions whose own
+	// setting names none (JETRELAY_ORDERING; ordered.go).
+	Ordering proto.Ordering
 }
 
 // fastAnswer: a subscription whose sends take less than this on average
@@ -160,6 +164,7 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	alive     *keepAlive
+	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
 }
@@ -183,6 +188,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.breakers = newBreakers(cfg.Breaker)
 	e.inflight = newInflight(cfg.Workers, cfg.MaxInFlight, fastAnswer)
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
+	e.lineAlive = newKeepAlive(queue.OrderedAckWait / 4)
 	return e, nil
 }
 
@@ -201,6 +207,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { defer close(flushDone); e.successes.run(workCtx) }()
 	aliveDone := make(chan struct{})
 	go func() { defer close(aliveDone); e.alive.run(workCtx) }()
+	lineAliveDone := make(chan struct{})
+	go func() { defer close(lineAliveDone); e.lineAlive.run(workCtx) }()
 
 	work := newLanes(e.cfg.Workers)
 	var wg sync.WaitGroup
@@ -224,7 +232,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		})
 	}
 
+	linesDone := make(chan struct{})
+	go func() { defer close(linesDone); e.runLines(ctx, work) }()
 	e.consume(ctx, work)
+	<-linesDone
 	work.close()
 
 	done := make(chan struct{})
@@ -239,6 +250,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	cancelWork()
 	<-flushDone
 	<-aliveDone
+	<-lineAliveDone
 	// Last coalesced success timestamps, bounded so shutdown stays bounded.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

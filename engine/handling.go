@@ -33,6 +33,8 @@ type handling struct {
 	rec *store.DeliveryRecord
 	b   *store.Bundle // nil until the event and subscription are loaded
 	lab Labels
+
+	line *line // the ordered line the item came from, nil for others (ordered.go)
 }
 
 // handlings is how often the work item has been handled, this handling

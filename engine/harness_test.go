@@ -67,6 +67,8 @@ type envOptions struct {
 	transports func(*transport.Registry, *nats.Conn)
 	// beforeRun, when set, is called with the engine before it runs.
 	beforeRun func(*engine.Engine)
+	// ordering is the fleet default ordering of the bridge and the engine.
+	ordering proto.Ordering
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -115,6 +117,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		// for anything longer than 200ms, so that path is exercised everywhere.
 		ParkAfter: 200 * time.Millisecond, InactiveRecheck: time.Second,
 		TracerProvider: o.tracer,
+		Ordering:       o.ordering,
 	}
 	if o.engine != nil {
 		o.engine(&cfg)
@@ -127,7 +130,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.beforeRun != nil {
 		o.beforeRun(eng)
 	}
-	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer})
+	br, err := bridge.New(e.redis.Client, e.js, bridge.Config{Queue: e.qc, InstanceID: "test-bridge", TracerProvider: o.tracer, Ordering: o.ordering})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ const traceparentHeader = "traceparent"
 
 // hold keeps the delivery until its subscription is ACTIVE again.
 func (e *Engine) hold(h *handling, reason string) settlement {
+	if s, ok := e.holdInLine(h, reason); ok {
+		return s
+	}
 	if settled, s := e.afterWrite(h, e.noteWait(h, nil, reason)); settled {
 		return s
 	}

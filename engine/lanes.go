@@ -43,6 +43,7 @@ type queued struct {
 	m        jetstream.Msg
 	md       *jetstream.MsgMetadata
 	withdraw func()
+	line     *line // the ordered line it came from, nil for the shared consumer's items
 }
 
 const (

@@ -51,8 +51,8 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
-	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id)}
-	s := e.safeProcess(h)
+	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id), line: q.line}
+	s := settleInLine(h, e.safeProcess(h))
 	q.withdraw()
 	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewScheduleMsg(e.cfg.Queue, id, at) })
 }

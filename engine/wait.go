@@ -29,6 +29,9 @@ import (
 // why it waits and the schedule is stored (its PubAck), so a crash in
 // between leaves the item to be redelivered, never lost.
 func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
+	if s, ok := e.waitInLine(h, until, reason); ok {
+		return s
+	}
 	if stale := e.staleAt(h); until.After(stale) {
 		until = stale
 	}
@@ -36,7 +39,7 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	if w <= 0 {
 		return nakAfter(0)
 	}
-	if (reason == reasonRetry || reason == reasonEarly) && w <= e.cfg.ParkAfter {
+	if (reason == reasonRetry || reason == reasonEarly) && w <= e.cfg.ParkAfter && h.line == nil {
 		e.reportWait(h, reason, until)
 		return shortNak(w)
 	}

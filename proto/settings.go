@@ -24,6 +24,9 @@ type SubscriptionSettings struct {
 	Secret              string   `json:"secret,omitempty"`
 	PreviousSecret      string   `json:"previous_secret,omitempty"`
 	PreviousSecretUntil *Instant `json:"previous_secret_until,omitempty"`
+	// Ordering (issue 23): none, first-attempt or strict; absent means the
+	// fleet default (JETRELAY_ORDERING).
+	Ordering string `json:"ordering,omitempty"`
 }
 
 // ParseSubscriptionSettings decodes a jetrelay:subscription:{id} record. It

@@ -132,6 +132,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			// Only then: the bridge reads each batch's trace ids from Redis.
 			bc.TracerProvider = s.tracing.Provider()
 		}
+		bc.Ordering = proto.Ordering(cfg.Ordering)
 		s.bridge, err = bridge.New(s.rdb, s.js, bc)
 		if err != nil {
 			return nil, err
@@ -194,6 +195,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			AllowUnsigned:   cfg.AllowUnsigned,
 			// Standard Webhooks (docs/security.md).
 			StandardWebhooks: cfg.StandardWebhooks, SecretRotationGrace: cfg.SecretRotationGrace,
+			Ordering:        proto.Ordering(cfg.Ordering),
 		})
 		if err != nil {
 			return nil, err

@@ -35,6 +35,9 @@ type perfOptions struct {
 	eventBytes     int
 	settle         time.Duration
 	chart          string
+
+	// orderedDeliveries are the ordered case's (one at a time: fewer).
+	orderedDeliveries int
 }
 
 func perfFlags(fs *flag.FlagSet) benchRun {
@@ -42,6 +45,7 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 	fs.StringVar(&o.only, "only", "", "run only these cases, comma separated (of "+strings.Join(perfCaseIDs, ", ")+"); default all")
 	fs.IntVar(&o.subs, "subs", 10, "subscriptions (one tenant each, so every event is one delivery) of the fast, slow, fixed-rate and replica cases")
 	fs.IntVar(&o.deliveries, "deliveries", 40000, "deliveries of the fast-receiver and replica cases")
+	fs.IntVar(&o.orderedDeliveries, "ordered-deliveries", 10000, "deliveries of the ordered case (one subscription, JETRELAY_ORDERING=strict)")
 	fs.IntVar(&o.slowDeliveries, "slow-deliveries", 10000, "deliveries of the slow-receiver cases")
 	fs.DurationVar(&o.slowDelay, "slow-delay", 50*time.Millisecond, "how long the slow receiver takes to answer")
 	fs.IntVar(&o.sizedWorkers, "sized-workers", 256, "JETRELAY_WORKERS for the extra slow-receiver case sized as docs/operations.md says (rate × latency); 0 skips it")
@@ -70,7 +74,7 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 }
 
 // perfCaseIDs lists every case in the order they run.
-var perfCaseIDs = []string{"ceiling", "fast", "fast-1", "reference-fast", "slow", "slow-1", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
+var perfCaseIDs = []string{"ceiling", "fast", "fast-1", "ordered-1", "reference-fast", "slow", "slow-1", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
 
 func (o *perfOptions) validate() error {
 	var errs []error
@@ -84,7 +88,7 @@ func (o *perfOptions) validate() error {
 		v    int
 	}{{"--subs", o.subs}, {"--deliveries", o.deliveries}, {"--slow-deliveries", o.slowDeliveries}, {"--fan-subs", o.fanSubs},
 		{"--fan-events", o.fanEvents}, {"--replicas", o.replicas}, {"--queued", o.queued}, {"--ref-deliveries", o.refDeliveries},
-		{"--ref-slow-deliveries", o.refSlow}, {"--emitters", o.emitters}, {"--rate-emitters", o.rateEmitters}} {
+		{"--ref-slow-deliveries", o.refSlow}, {"--ordered-deliveries", o.orderedDeliveries}, {"--emitters", o.emitters}, {"--rate-emitters", o.rateEmitters}} {
 		if f.v < 1 || f.v > 10_000_000 {
 			errs = append(errs, fmt.Errorf("%s must be 1..10000000", f.name))
 		}
@@ -163,6 +167,13 @@ func runPerformance(ctx context.Context, b *benchContext, o *perfOptions) (*benc
 		// limit, not a fixed share, decides what it gets (docs/operations.md).
 		{"fast-1", one(func() (*perfResult, error) {
 			return p.e2e(ctx, e2eCase{id: "fast-1", title: "fast receiver, 1 subscription", layout: lone, events: o.deliveries})
+		})},
+		// The same subscription ordered (docs/ordering.md): one send in
+		// flight at a time across the fleet, so a round trip plus
+		// jetrelay's own work per delivery bounds it.
+		{"ordered-1", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "ordered-1", title: "fast receiver, 1 strictly ordered subscription", layout: lone,
+				events: o.orderedDeliveries, settings: map[string]string{"JETRELAY_ORDERING": "strict"}})
 		})},
 		{"reference-fast", one(func() (*perfResult, error) {
 			return p.reference(ctx, "reference-fast", "reference loop, fast receiver", 0, o.refDeliveries)

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/ssrf"
+	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	InactivePolicy    string
 	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
+
+	// Ordering is the fleet default ordering (docs/ordering.md).
+	Ordering string // JETRELAY_ORDERING
 
 	BridgeID string
 
@@ -149,6 +153,7 @@ func options() []option {
 		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits longer than this (and every other wait: breaker, busy subscription, Redis outage, a secret not stored yet) become JetStream message schedules instead of delayed naks holding an ack slot", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
 		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
+		{"JETRELAY_ORDERING", "ordering", "none", "fleet default ordering of a subscription's deliveries: none (parallel), first-attempt (first sends one at a time in enqueue order) or strict (each waits until every earlier one is final); a subscription's own setting (jetrelay subscriptions set-ordering) wins", setString(func(c *Config) *string { return &c.Ordering })},
 		{"JETRELAY_DRAIN_TIMEOUT", "drain-timeout", "25s", "on SIGTERM, how long in-flight deliveries may finish before they are released", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
 		{"JETRELAY_SSRF_ALLOW_CIDRS", "ssrf-allow-cidrs", "", "operator allow-list: comma-separated CIDRs webhooks may reach although config:webhook-security blocks them (an internal receiver; 127.0.0.0/8 for tests)", setString(func(c *Config) *string { return &c.SSRFAllowCIDRs })},
 		{"JETRELAY_SSRF_ALLOW_HTTP", "ssrf-allow-http", "false", "allow plain http:// webhook URLs although config:webhook-security requires https", setBool(func(c *Config) *bool { return &c.SSRFAllowHTTP })},
@@ -282,6 +287,9 @@ func (c *Config) validate() error {
 	}
 	if c.InactiveRecheck <= 0 {
 		errs = append(errs, fmt.Errorf("JETRELAY_INACTIVE_RECHECK (--inactive-recheck) must be positive, got %s", c.InactiveRecheck))
+	}
+	if o, err := proto.ParseOrdering(c.Ordering); err != nil || o == "" {
+		errs = append(errs, fmt.Errorf("JETRELAY_ORDERING (--ordering) must be none, first-attempt or strict, got %q", c.Ordering))
 	}
 	switch c.InactivePolicy {
 	case "defer", "fail":

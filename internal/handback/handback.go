@@ -335,6 +335,10 @@ func (h *handback) workItem(m *jetstream.RawStreamMsg) (id string, due time.Time
 	switch subj := m.Subject; {
 	case subj == h.qc.Subject, strings.HasPrefix(subj, h.qc.Subject+".held."):
 		return id, time.Time{}, true
+	case strings.HasPrefix(subj, h.qc.Subject+".ordered."):
+		// An ordered line's item: handed back in stream order, which is
+		// its line's order (docs/ordering.md).
+		return id, time.Time{}, true
 	case strings.HasPrefix(subj, h.qc.Subject+".sched."):
 		at, found := strings.CutPrefix(m.Header.Get(queue.ScheduleHeader), "@at ")
 		if t, err := time.Parse(time.RFC3339Nano, at); found && err == nil {

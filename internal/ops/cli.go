@@ -20,6 +20,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // IO is where a command reads its settings and writes its output.
@@ -129,7 +130,8 @@ func (c *command) open(ctx context.Context, cfg *config.Config, withJetStream bo
 	closers := []func(){func() { rdb.Close() }}
 	o := Options{
 		Redis: rdb, MaxDeliveryAge: cfg.MaxDeliveryAge, ReconcileMargin: cfg.ReconcileMargin,
-		Queue: queue.Config{Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer},
+		Queue:    queue.Config{Stream: cfg.Stream, Subject: cfg.Subject, Consumer: cfg.Consumer},
+		Ordering: proto.Ordering(cfg.Ordering),
 	}
 	if withJetStream {
 		var nc *nats.Conn

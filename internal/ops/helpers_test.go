@@ -39,11 +39,12 @@ func newOpsEnv(t *testing.T) *opsEnv {
 }
 
 // waitingStream creates the dispatch stream with the subjects where waiting
-// work lives (wake-up schedules, held deliveries) next to the work items.
+// work lives (wake-up schedules, held deliveries, ordered lines) next to the
+// work items.
 func (e *opsEnv) waitingStream(t *testing.T) jetstream.Stream {
 	t.Helper()
 	s, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{
-		Name: e.qc.Stream, Subjects: []string{e.qc.Subject, e.qc.ScheduleSubjects(), e.qc.HeldSubjects("")},
+		Name: e.qc.Stream, Subjects: []string{e.qc.Subject, e.qc.ScheduleSubjects(), e.qc.HeldSubjects(""), e.qc.OrderedSubjects()},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, AllowMsgSchedules: true,
 	})
 	if err != nil {

@@ -22,6 +22,8 @@ type Inspection struct {
 	Event        json.RawMessage    `json:"event,omitempty"`
 	EventErr     string             `json:"event_error,omitempty"`
 	Subscription *SubscriptionBrief `json:"subscription,omitempty"`
+	// Ordering is how its subscription's deliveries are ordered.
+	Ordering *OrderingBrief `json:"ordering,omitempty"`
 	// SubscriptionErr says why Subscription is missing.
 	SubscriptionErr string `json:"subscription_error,omitempty"`
 	Attempts        int    `json:"attempts"`
@@ -54,7 +56,8 @@ type SubscriptionBrief struct {
 // Location is where a delivery's work item is now.
 type Location struct {
 	// State is one of: done, redis_pending, bridge_processing,
-	// legacy_retry, scheduled, held, jetstream (queued or in flight),
+	// legacy_retry, scheduled, held, ordered_line (queued or in flight on
+	// its subscription's ordered line), jetstream (queued or in flight),
 	// stuck (neither terminal nor queued anywhere, past the reconcile
 	// margin), nowhere (in no queue, but within the margin: likely between
 	// two hops), unknown.
@@ -120,7 +123,8 @@ func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Ins
 	if tp, err := t.st.LastAttempt(ctx, id); err == nil {
 		in.LastAttemptTraceparent = tp
 	}
-	in.Where, err = t.locate(ctx, d, sub)
+	in.Ordering = t.ordering(ctx, d.SubscriptionID)
+	in.Where, err = t.locate(ctx, d, sub, in.Ordering)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +133,14 @@ func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Ins
 			in.Where.Breaker = append(in.Where.Breaker, b)
 		}
 	}
-	in.Next = t.next(d, sub, in.Where)
+	in.Next = orderingNext(t.next(d, sub, in.Where), in.Ordering, in.Where)
 	return in, nil
 }
 
 // locate finds the work item where reconcile.Locator looks (Redis lists
 // first, then the JetStream subjects of waiting work, then the work items),
 // and calls a delivery stuck as the reconciler does.
-func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscription) (Location, error) {
+func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscription, o *OrderingBrief) (Location, error) {
 	if d.Status.Terminal() {
 		return Location{State: "done", Detail: "the delivery is " + string(d.Status) + "; no work item is kept for it"}, nil
 	}
@@ -169,6 +173,13 @@ func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscri
 		}
 		return Location{State: "held", Detail: "held on " + p.Where + ": " + why}, nil
 	case reconcile.WorkItem:
+		if p.Where == t.q.OrderedSubject(d.SubscriptionID) {
+			if stream, err := t.js.Stream(ctx, t.q.Stream); err == nil {
+				if loc, ok, err := t.onLine(ctx, stream, d, o); ok || err != nil {
+					return loc, err
+				}
+			}
+		}
 		loc := Location{State: "jetstream", Detail: "queued or in flight on " + t.q.Subject + " (JetStream cannot tell cheaply which)"}
 		if stream, err := t.js.Stream(ctx, t.q.Stream); err == nil {
 			if cons, err := stream.Consumer(ctx, t.q.Consumer); err == nil {
@@ -223,7 +234,7 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 		return "the engine attempts it again when its schedule fires"
 	case "held":
 		return "it is released when its subscription is ACTIVE again"
-	case "jetstream":
+	case "jetstream", "ordered_line":
 		return fmt.Sprintf("the engine attempts it (attempt %d)", d.Attempts+1)
 	case "stuck":
 		return "nothing on its own path: the reconciler puts it back at its next sweeps (every JETRELAY_RECONCILE_PERIOD), or put it back now with `jetrelay deliveries requeue " + id + "`"

@@ -10,6 +10,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // Options configure a Tool. Redis is required; the rest may be zero.
@@ -31,6 +32,8 @@ type Options struct {
 	ReconcileMargin time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Ordering is run's JETRELAY_ORDERING, the fleet default ordering.
+	Ordering proto.Ordering
 }
 
 // Tool runs operator commands against one Redis and one dispatch stream.
@@ -45,6 +48,8 @@ type Tool struct {
 	margin time.Duration
 	loc    *reconcile.Locator
 	now    func() time.Time
+
+	fleetOrdering proto.Ordering
 }
 
 // New returns a Tool.
@@ -58,6 +63,8 @@ func New(o Options) *Tool {
 		maxAge: o.MaxDeliveryAge,
 		margin: o.ReconcileMargin,
 		now:    o.Now,
+
+		fleetOrdering: o.Ordering,
 	}
 	t.loc = reconcile.NewLocator(t.st, t.js, t.q, 0)
 	if t.margin <= 0 {

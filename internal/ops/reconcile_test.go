@@ -83,7 +83,14 @@ func TestReconciler_PutsBackStrandedDeliveriesFailsStaleOnesAndNeverTouchesQueue
 	if _, err := e.js.PublishMsg(ctx, queue.NewMsg(e.qc.Subject, working)); err != nil {
 		t.Fatal(err)
 	}
-	queued := []string{inPending, moving, legacy, scheduled, held, working}
+	// On its subscription's ordered line (a strict line holds it for as
+	// long as the line's head keeps failing).
+	ordered := e.subscription(t, "acme", "https://hooks.example.com/ordered")
+	lined := e.retrying(t, ordered, now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+	if _, err := e.js.PublishMsg(ctx, queue.NewMsg(e.qc.OrderedSubject(ordered), lined)); err != nil {
+		t.Fatal(err)
+	}
+	queued := []string{inPending, moving, legacy, scheduled, held, working, lined}
 	before := map[string]string{}
 	for _, id := range append(queued, handled) {
 		raw, _ := e.redis.Client.Get(ctx, store.DeliveryKey(id)).Result()
@@ -144,8 +151,8 @@ func TestReconciler_PutsBackStrandedDeliveriesFailsStaleOnesAndNeverTouchesQueue
 			t.Errorf("queued or handled delivery %s was rewritten:\n%s\n%s", id, raw, now)
 		}
 	}
-	if info, _ := stream.Info(ctx); info.State.Msgs != 3 {
-		t.Errorf("stream holds %d messages, want the 3 it was given", info.State.Msgs)
+	if info, _ := stream.Info(ctx); info.State.Msgs != 4 {
+		t.Errorf("stream holds %d messages, want the 4 it was given", info.State.Msgs)
 	}
 
 	// Put back, they are queued again: a third sweep finds nothing.

@@ -81,6 +81,9 @@ func writeInspection(w io.Writer, in *Inspection) error {
 	} else {
 		row("subscription", "unavailable: "+in.SubscriptionErr)
 	}
+	if o := in.Ordering; o != nil {
+		row("ordering", fmt.Sprintf("%s (%s)", o.Mode, o.Source))
+	}
 	row("trace id", orDash(in.TraceID))
 	if in.LastAttemptTraceparent != "" {
 		row("last attempt", in.LastAttemptTraceparent)
@@ -168,6 +171,7 @@ func writeStatus(w io.Writer, r *Report) error {
 	} else {
 		row("reconciler (stuck deliveries)", "no sweep yet (a bridge sweeps every JETRELAY_RECONCILE_PERIOD)")
 	}
+	writeOrdering(row, r.Ordering)
 	if len(r.Replicas) == 0 {
 		row("replicas", "unknown: "+orDash(r.ReplicasUnknown))
 	}

@@ -140,7 +140,7 @@ func (t *Tool) requeue(ctx context.Context, ids []string, o RequeueOptions) (*Re
 // it left rec alone, or "" when it requeued it (or, on a dry run, would).
 func (t *Tool) requeueStuck(ctx context.Context, rec *store.DeliveryRecord, dryRun bool) (string, error) {
 	for range 2 {
-		where, err := t.locate(ctx, rec.Delivery, nil)
+		where, err := t.locate(ctx, rec.Delivery, nil, nil)
 		if err != nil {
 			return "", err
 		}

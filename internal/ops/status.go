@@ -35,6 +35,9 @@ type Report struct {
 	// Warnings are deployment traps seen in the bridge registry, such as
 	// live replicas each running an embedded JetStream (separate queues).
 	Warnings []string `json:"warnings,omitempty"`
+	// Ordering is the fleet default, the subscriptions' own modes and
+	// the ordered lines with work (docs/ordering.md).
+	Ordering *OrderingStatus `json:"ordering,omitempty"`
 }
 
 // LiveEngine is one engine replica whose heartbeat is alive.
@@ -187,6 +190,9 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 	case err == nil:
 		rep.Reconciler = &ReconcilerSummary{Stuck: sum.Stuck, Requeued: sum.Requeued, Failed: sum.Failed, By: sum.By, LastSweepAge: age(now, time.UnixMilli(sum.AtMs))}
 	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	if rep.Ordering, err = t.orderingStatus(ctx); err != nil {
 		return nil, err
 	}
 	if t.js == nil {

@@ -91,12 +91,23 @@ func (w *WorkItems) Has(deliveryID string) bool {
 // caller scans only when it has a delivery that nothing cheaper found, and
 // a subject holding more than limit items gives an incomplete result.
 func (c Config) ScanWork(ctx context.Context, stream jetstream.Stream, limit int) (*WorkItems, error) {
-	c = c.WithDefaults()
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.Subject))
+	return c.scanSubject(ctx, stream, c.WithDefaults().Subject, limit)
+}
+
+// ScanOrderedLine reads the ids on subscriptionID's ordered line
+// (OrderedSubject) the way ScanWork reads the work subject: an ordered
+// subscription's work items wait there, one line per subscription, and a
+// strict line may hold one for as long as its head keeps failing.
+func (c Config) ScanOrderedLine(ctx context.Context, stream jetstream.Stream, subscriptionID string, limit int) (*WorkItems, error) {
+	return c.scanSubject(ctx, stream, c.OrderedSubject(subscriptionID), limit)
+}
+
+func (c Config) scanSubject(ctx context.Context, stream jetstream.Stream, subject string, limit int) (*WorkItems, error) {
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
-		return nil, fmt.Errorf("count work items on %s: %w", c.Subject, err)
+		return nil, fmt.Errorf("count work items on %s: %w", subject, err)
 	}
-	w := &WorkItems{ids: map[string]struct{}{}, Count: info.State.Subjects[c.Subject]}
+	w := &WorkItems{ids: map[string]struct{}{}, Count: info.State.Subjects[subject]}
 	if w.Count == 0 {
 		w.Complete = true
 		return w, nil
@@ -108,13 +119,13 @@ func (c Config) ScanWork(ctx context.Context, stream jetstream.Stream, limit int
 	// Items published while the walk runs extend it; the bound keeps a busy
 	// subject from holding it forever.
 	for read := 0; read <= limit; read++ {
-		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.Subject))
+		m, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			w.Complete = true
 			return w, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read work items on %s: %w", c.Subject, err)
+			return nil, fmt.Errorf("read work items on %s: %w", subject, err)
 		}
 		w.ids[string(m.Data)] = struct{}{}
 		seq = m.Sequence + 1

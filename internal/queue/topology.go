@@ -23,7 +23,7 @@ func StreamConfig(c Config) jetstream.StreamConfig {
 	c = c.WithDefaults()
 	return jetstream.StreamConfig{
 		Name:              c.Stream,
-		Subjects:          []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects("")},
+		Subjects:          []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects(""), c.OrderedSubjects()},
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           jetstream.FileStorage,
 		Discard:           jetstream.DiscardOld,

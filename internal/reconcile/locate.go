@@ -52,7 +52,8 @@ type Place struct {
 const DefaultScanLimit = 10000
 
 // Locator finds where deliveries are: Redis's dispatch lists first, then
-// the JetStream subjects of waiting work, then the work items. That is the
+// the JetStream subjects of waiting work, then the ordered lines and the
+// work items. That is the
 // order work flows in, and every hop stores the next copy before it
 // removes the last (the bridge publishes then LREMs; a wake-up or a held
 // copy becomes a work item before it goes), so a delivery moving during
@@ -153,6 +154,31 @@ func (l *Locator) Locate(ctx context.Context, ds []*proto.Delivery) ([]Place, er
 		}
 	}
 	if len(unseen) == 0 {
+		return out, nil
+	}
+	// An ordered subscription's work items wait on its own line
+	// (docs/ordering.md), one read of each line that a delivery may be on.
+	lines := map[string]*queue.WorkItems{}
+	var unlined []int
+	for _, i := range unseen {
+		sub := ds[i].SubscriptionID
+		line, ok := lines[sub]
+		if !ok {
+			if line, err = l.q.ScanOrderedLine(ctx, stream, sub, l.scanLimit); err != nil {
+				return nil, err
+			}
+			lines[sub] = line
+		}
+		switch {
+		case !line.Complete:
+			out[i] = Place{Kind: Unknown, Where: l.q.OrderedSubject(sub), WorkItems: line.Count}
+		case line.Has(ds[i].DeliveryID):
+			out[i] = Place{Kind: WorkItem, Where: l.q.OrderedSubject(sub), WorkItems: line.Count}
+		default:
+			unlined = append(unlined, i)
+		}
+	}
+	if unseen = unlined; len(unseen) == 0 {
 		return out, nil
 	}
 	work, err := l.q.ScanWork(ctx, stream, l.scanLimit)

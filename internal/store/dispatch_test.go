@@ -51,7 +51,7 @@ func TestTraceOrigins_UseTheInboundFlagsOnlyWhenAdminSawAValidTraceparent(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []TraceOrigin{{"0af7651916cd43dd8448eb211c80319c", "00"}, {"0af7651916cd43dd8448eb211c80319c", "01"}, {}}
+	want := []TraceOrigin{{TraceID: "0af7651916cd43dd8448eb211c80319c", Flags: "00"}, {TraceID: "0af7651916cd43dd8448eb211c80319c", Flags: "01"}, {}}
 	if !slices.Equal(got, want) {
 		t.Errorf("TraceOrigins = %+v, want %+v", got, want)
 	}

@@ -13,6 +13,9 @@ import (
 type TraceOrigin struct {
 	TraceID string // the event's trace id as admin stored it, "" if none
 	Flags   string // proto.InboundTraceFlags of the record
+	// SubscriptionID routes the delivery of an ordered subscription
+	// (bridge/route.go); read in the same MGET.
+	SubscriptionID string
 }
 
 // TraceOrigins reads the trace origin of each delivery in one round trip,
@@ -35,10 +38,10 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 		}
 		// Only the three trace fields are read, leniently: a record the
 		// engine will quarantine still has its publish traced.
-		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid")
+		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id")
 		inbound := r[2].Type == gjson.True
 		d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
-		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d)}
+		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String()}
 	}
 	return out, nil
 }

@@ -31,7 +31,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		subscriptionsUsage(stdout)
 		if len(args) == 0 {
-			return errors.New("subscriptions: name a subcommand: create, get, list, set-status or settings")
+			return errors.New("subscriptions: name a subcommand: create, get, list, set-status, settings or ordering")
 		}
 		return nil
 	}
@@ -46,6 +46,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return subscriptionsSetStatus(ctx, args[1:], stdout, stderr)
 	case "settings":
 		return subscriptionsSettings(ctx, args[1:], stdout, stderr)
+	case "ordering":
+		return subscriptionsOrdering(ctx, args[1:], stdout, stderr)
 	}
 	subscriptionsUsage(stderr)
 	return fmt.Errorf("subscriptions: unknown subcommand %q", args[0])
@@ -62,12 +64,12 @@ cycles-server-admin stores them.
   list [--tenant T]                                            id, tenant, status, URL (credentials hidden)
   set-status ID ACTIVE|PAUSED|DISABLED                         change the status as admin's PATCH does
   settings ID [--standard-webhooks true|false|default]        jetrelay's own settings (kept where admin's edits cannot erase them)
-
+%s
 Redis: --redis-url or --redis-host/--redis-port/--redis-password (env REDIS_URL,
 REDIS_HOST, REDIS_PORT, REDIS_PASSWORD). Signing secrets are stored encrypted
 with --secret-key (env WEBHOOK_SECRET_ENCRYPTION_KEY), as admin does.
 Run 'jetrelay subscriptions <subcommand> --help' for its flags.
-`, strings.Join(transport.Drivers(), ", "))
+`, strings.Join(transport.Drivers(), ", "), orderingUsage)
 }
 
 // storeFlags are the Redis and secret-key settings every subcommand takes,

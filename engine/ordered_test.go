@@ -1,0 +1,195 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/receiver"
+	"github.com/jetrelay/jetrelay/internal/testenv"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// receivedOrder is the event ids of ep's first successful receipts.
+func receivedOrder(ep *receiver.Endpoint) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range ep.Deliveries() {
+		if d.Status/100 == 2 && !seen[d.EventID] {
+			seen[d.EventID] = true
+			out = append(out, d.EventID)
+		}
+	}
+	return out
+}
+
+func TestOrdered_APausedStrictSubscriptionSendsItsLineInOrderOnceActiveAgain(t *testing.T) {
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict})
+	ctx := context.Background()
+	sub, _, ep := e.subscribe(t, "/paused-line", receiver.Healthy(), nil)
+	if err := e.admin.SetStatus(ctx, sub, proto.SubscriptionPaused); err != nil {
+		t.Fatal(err)
+	}
+	var events, ids []string
+	for range 40 {
+		ev := e.event()
+		id := e.deliver(t, sub, ev, nil)
+		d, err := e.store.Delivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	// The head of the line has been seen and is waiting for the
+	// subscription, not sent.
+	waitFor(t, 10*time.Second, "the first delivery to wait for its paused subscription", func() bool {
+		return slices.Contains([]string{"subscription_paused"}, waiting(t, e, ids[0]))
+	})
+	if n := ep.Stats().Requests; n != 0 {
+		t.Fatalf("%d requests reached a paused subscription's receiver", n)
+	}
+	if err := e.admin.SetStatus(ctx, sub, proto.SubscriptionActive); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+		}
+	}
+	if got := receivedOrder(ep); !slices.Equal(got, events) {
+		t.Errorf("received after the pause in the order %v, want the enqueue order %v", got, events)
+	}
+}
+
+func TestOrdered_StrictRetriesHoldTheLineAndFirstAttemptRetriesLeaveIt(t *testing.T) {
+	for _, mode := range []proto.Ordering{proto.OrderingStrict, proto.OrderingFirstAttempt} {
+		t.Run(string(mode), func(t *testing.T) {
+			// Ten refusals in a row would open the breaker, which is not
+			// what this test is about.
+			e := newEnv(t, envOptions{ordering: mode, engine: func(c *engine.Config) { c.Breaker.Threshold = 100 }})
+			// Every event's first request is refused, its retry accepted:
+			// after 100 ms (strict), or after a second (first-attempt: long
+			// enough for every first send to go out before any retry).
+			sub, _, ep := e.subscribe(t, "/retry-line", receiver.FailFirst(1), func(s *admin.Subscription) {
+				if mode == proto.OrderingFirstAttempt {
+					s.RetryPolicy.InitialDelayMs = ptr(int64(1000))
+				}
+			})
+			var events, ids []string
+			for range 10 {
+				id := e.deliver(t, sub, e.event(), nil)
+				d, err := e.store.Delivery(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				events, ids = append(events, d.EventID), append(ids, id)
+			}
+			for _, id := range ids {
+				if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+					t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+				}
+			}
+			var firsts []string
+			seen := map[string]bool{}
+			for _, d := range ep.Deliveries() {
+				if !seen[d.EventID] {
+					seen[d.EventID] = true
+					firsts = append(firsts, d.EventID)
+				}
+			}
+			if !slices.Equal(firsts, events) {
+				t.Errorf("first attempts in the order %v, want %v", firsts, events)
+			}
+			got := receivedOrder(ep)
+			switch mode {
+			case proto.OrderingStrict:
+				// Each retry (100 ms) goes out before the next delivery's first send.
+				if !slices.Equal(got, events) {
+					t.Errorf("strict: successes in the order %v, want %v", got, events)
+				}
+			case proto.OrderingFirstAttempt:
+				// The retries left the line: every first send went out
+				// before the first retry's success.
+				log := ep.Deliveries()
+				firstOK := slices.IndexFunc(log, func(d receiver.Delivery) bool { return d.Status/100 == 2 })
+				if n := len(seenBefore(log[:firstOK])); n != len(events) {
+					t.Errorf("first-attempt: %d of %d first sends before the first success; the retries held the line (%v)", n, len(events), got)
+				}
+			}
+		})
+	}
+}
+
+// seenBefore is the distinct events of log.
+func seenBefore(log []receiver.Delivery) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range log {
+		out[d.EventID] = true
+	}
+	return out
+}
+
+// waiting is the delivery record's jetrelay_waiting (why it waits).
+func waiting(t *testing.T, e *env, id string) string {
+	t.Helper()
+	raw := e.rawDelivery(t, id)
+	var v struct {
+		Waiting string `json:"jetrelay_waiting"`
+	}
+	_ = json.Unmarshal([]byte(raw), &v)
+	return v.Waiting
+}
+
+func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testing.T) {
+	t.Parallel()
+	cl := testenv.Cluster(t, 3)
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, natsURLs: cl.ClientURLs(), streamReplicas: 3})
+	ctx := context.Background()
+	// One request in four refused, so retries hold the line now and then.
+	var n atomic.Int64
+	sub, _, ep := e.subscribe(t, "/leader-line", func(int) int {
+		if n.Add(1)%4 == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}, nil)
+	const total = 150
+	var events, ids []string
+	for range total {
+		id := e.deliver(t, sub, e.event(), nil)
+		d, err := e.store.Delivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	waitFor(t, 60*time.Second, "a third of the line delivered", func() bool { return ep.Stats().Unique >= total/3 })
+	leader := clusterStreamLeader(t, e.js, e.qc.Stream)
+	if err := cl.Stop(leader); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped %s, the stream leader, at %d of %d delivered", leader, ep.Stats().Unique, total)
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+		}
+	}
+	if got := receivedOrder(ep); !slices.Equal(got, events) {
+		idx := map[string]int{}
+		for i, ev := range events {
+			idx[ev] = i
+		}
+		var seq []int
+		for _, ev := range got {
+			seq = append(seq, idx[ev])
+		}
+		t.Errorf("first successes out of enqueue order (by enqueue index): %v", seq)
+	}
+	t.Logf("duplicates: %d", ep.Stats().Duplicates)
+}
