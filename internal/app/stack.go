@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			AllowUnsigned:   cfg.AllowUnsigned,
 			// Standard Webhooks (docs/security.md).
 			StandardWebhooks: cfg.StandardWebhooks, SecretRotationGrace: cfg.SecretRotationGrace,
-			Ordering:        proto.Ordering(cfg.Ordering),
+			Ordering: proto.Ordering(cfg.Ordering),
 		})
 		if err != nil {
 			return nil, err
