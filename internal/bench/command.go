@@ -35,6 +35,7 @@ type benchRun func(ctx context.Context, b *benchContext) (*benchReport, error)
 var benchScenarios = []benchScenario{
 	{name: "isolation", about: "dead, black-hole and slow endpoints with tens of thousands of queued deliveries next to healthy subscriptions", flags: isolationFlags},
 	{name: "performance", about: "throughput, latency, CPU and memory against the POST ceiling and the reference service's sequential loop (docs/BENCHMARKS.md)", flags: perfFlags},
+	{name: "costmodel", about: "CPU per delivery by step (bridge, JetStream, Redis, JSON, signing, POST, outcome write, put-offs), plus the process + redis-server CPU and Redis commands per delivery measured from outside", flags: costFlags},
 	{name: "limits", about: "the adaptive per-subscription limits over time, for a slow, a recovering and a fast endpoint, simulated (docs/operations.md's chart)", flags: limitsFlags},
 }
 

@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// costReport renders both runs: the outside figures, then the CPU per
+// delivery of each step.
+func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchReport {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Outside figures (no profiler)\n\n")
+	fmt.Fprintf(&b, "%d deliveries preloaded for %d subscription(s) (encrypted secrets, ~%d-byte events), then drained by `jetrelay run` "+
+		"in its own process (embedded JetStream) to a receiver in the bench process; %s of wall time.\n\n", out.n, o.subs, o.eventBytes, out.wall.Round(time.Millisecond))
+	b.WriteString("| figure | per delivery | how |\n|---|---:|---|\n")
+	fmt.Fprintf(&b, "| CPU of the `jetrelay run` process | %.0f µs | user + system from `/proc/<pid>/stat`, from its start to the last outcome |\n", perDelivery(out.relayCPU, out.n))
+	fmt.Fprintf(&b, "| CPU of redis-server | %.0f µs | `/proc/<pid>/stat` (pid from INFO server), same window |\n", perDelivery(out.redisCPU, out.n))
+	fmt.Fprintf(&b, "| **both** | **%.0f µs** | |\n", perDelivery(out.relayCPU+out.redisCPU, out.n))
+	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n\n",
+		out.commandsPer(), commandBreakdown(out))
+
+	fmt.Fprintf(&b, "## Cost per step\n\n")
+	fmt.Fprintf(&b, "The same drain with jetrelay in the bench process under a CPU profile (%d deliveries, %s, %.0f µs of the process's CPU per delivery, "+
+		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+
+		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
+		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	b.WriteString("| step | µs of CPU per delivery | share | what it covers |\n|---|---:|---:|---|\n")
+	ps := in.profile
+	perSample := float64(in.cpu.Microseconds()) / float64(max(ps.samples, 1)) / float64(max(in.n, 1))
+	var jetrelay float64
+	for _, s := range append(costSteps, costStep{name: stepOther, how: "unclaimed samples"}) {
+		n := ps.components[s.name]
+		us := float64(n) * perSample
+		if s.name != stepReceiver {
+			jetrelay += us
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f %% | %s |\n", s.name, us, 100*float64(n)/float64(max(ps.samples, 1)), s.how)
+	}
+	fmt.Fprintf(&b, "| **jetrelay's side (receiver excluded)** | **%.0f** | | in-process: no loopback TCP between jetrelay and its embedded server |\n\n", jetrelay)
+	fmt.Fprintf(&b, "%d samples in all. Hottest functions (self time):\n\n", ps.samples)
+	b.WriteString(ps.table(12)[strings.Index(ps.table(12), "\n| hottest")+1:])
+
+	summary := fmt.Sprintf("outside: jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n"+
+		"profiled: jetrelay's side %.0f µs per delivery\n",
+		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay)
+	return &benchReport{title: "jetrelay cost model", summary: summary + "\n" + b.String(), doc: b.String()}
+}
+
+// commandBreakdown lists the commands per delivery, most frequent first.
+func commandBreakdown(out *outsideFigures) string {
+	var parts []string
+	for _, k := range sortedByCount(out.commands) {
+		per := float64(out.commands[k]) / float64(max(out.n, 1))
+		if per < 0.005 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(k), per))
+	}
+	return strings.Join(parts, ", ")
+}
