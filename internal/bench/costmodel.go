@@ -56,6 +56,7 @@ type profiledDrain struct {
 	wall    time.Duration
 	cpu     time.Duration // this process's CPU, the receivers' included
 	profile *profileSummary
+	floors  map[string]floor // step → the step alone
 }
 
 func runCostModel(ctx context.Context, b *benchContext, o *costOptions) (*benchReport, error) {
@@ -78,23 +79,24 @@ func runCostModel(ctx context.Context, b *benchContext, o *costOptions) (*benchR
 
 // costEnv starts a fresh Redis and JetStream, the subscriptions and their
 // receiver, and preloads the backlog; jetrelay is built but not started.
-func costEnv(ctx context.Context, b *benchContext, o *costOptions, child string) (*benchEnv, *fleet, error) {
+func costEnv(ctx context.Context, b *benchContext, o *costOptions, child string) (*benchEnv, *fleet, *emitted, error) {
 	env, err := startBenchEnv(ctx, b, envOptions{encrypt: true, held: true, child: child})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	p := &perfRun{b: b, o: &perfOptions{}}
 	f, err := p.newFleet(ctx, env, layout{tenants: o.subs, subsPerTenant: 1}, 0)
 	if err != nil {
 		env.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	spec := emission{tenants: f.tenants, eventType: healthyEventType, events: o.deliveries, workers: o.emitters, data: eventData(o.eventBytes)}
-	if err := emit(ctx, env.admin, spec, newEmitted()); err != nil {
+	load := newEmitted()
+	if err := emit(ctx, env.admin, spec, load); err != nil {
 		env.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return env, f, nil
+	return env, f, load, nil
 }
 
 // awaitDrained waits until the receiver has accepted n deliveries.
@@ -117,7 +119,7 @@ func awaitDrained(ctx context.Context, env *benchEnv, f *fleet, n int, settle ti
 
 func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin string) (*outsideFigures, error) {
 	b.stepf("outside figures: %d deliveries preloaded, drained by `%s run` in its own process", o.deliveries, bin)
-	env, f, err := costEnv(ctx, b, o, bin)
+	env, f, _, err := costEnv(ctx, b, o, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +169,7 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 
 func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profiledDrain, error) {
 	b.stepf("cost per step: %d deliveries preloaded, drained by jetrelay in this process under a CPU profile", o.deliveries)
-	env, f, err := costEnv(ctx, b, o, "")
+	env, f, load, err := costEnv(ctx, b, o, "")
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +192,11 @@ func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profil
 	}
 	in := &profiledDrain{n: o.deliveries, wall: u1.at.Sub(u0.at), cpu: u1.cpu - u0.cpu, profile: summary}
 	b.stepf("  %d deliveries in %s, %.0f µs of this process's CPU per delivery (receivers included)", in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	// The engine is idle now: the floors are measured on the same
+	// servers and records.
+	if in.floors, err = measureFloors(ctx, b, env, f, load); err != nil {
+		return nil, fmt.Errorf("floors: %w", err)
+	}
 	return in, nil
 }
 

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,7 +27,7 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+
 		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
 		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
-	b.WriteString("| step | µs of CPU per delivery | share | what it covers |\n|---|---:|---:|---|\n")
+	b.WriteString("| step | µs of CPU per delivery | share | the step alone (floor) | what it covers |\n|---|---:|---:|---:|---|\n")
 	ps := in.profile
 	perSample := float64(in.cpu.Microseconds()) / float64(max(ps.samples, 1)) / float64(max(in.n, 1))
 	var jetrelay float64
@@ -35,9 +37,23 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 		if s.name != stepReceiver {
 			jetrelay += us
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f %% | %s |\n", s.name, us, 100*float64(n)/float64(max(ps.samples, 1)), s.how)
+		fl := ""
+		if f, ok := in.floors[s.name]; ok {
+			fl = fmt.Sprintf("%.1f", f.us)
+			if f.redisUS >= 0.05 {
+				fl += fmt.Sprintf(" + redis %.1f", f.redisUS)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f %% | %s | %s |\n", s.name, us, 100*float64(n)/float64(max(ps.samples, 1)), fl, s.how)
 	}
-	fmt.Fprintf(&b, "| **jetrelay's side (receiver excluded)** | **%.0f** | | in-process: no loopback TCP between jetrelay and its embedded server |\n\n", jetrelay)
+	fmt.Fprintf(&b, "| **jetrelay's side (receiver excluded)** | **%.0f** | | | in-process: no loopback TCP between jetrelay and its embedded server |\n\n", jetrelay)
+	if len(in.floors) > 0 {
+		b.WriteString("How each floor was measured (after the drain, on the same servers and records, one operation after another; this process's CPU and, where it answers, redis-server's):\n\n")
+		for _, k := range slices.Sorted(maps.Keys(in.floors)) {
+			fmt.Fprintf(&b, "- %s: %s.\n", k, in.floors[k].how)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "%d samples in all. Hottest functions (self time):\n\n", ps.samples)
 	b.WriteString(ps.table(12)[strings.Index(ps.table(12), "\n| hottest")+1:])
 
