@@ -12,7 +12,7 @@ import (
 // delivery of each step.
 func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchReport {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Outside figures (no profiler)\n\n")
+	fmt.Fprintf(&b, "### Outside figures (no profiler)\n\n")
 	fmt.Fprintf(&b, "%d deliveries preloaded for %d subscription(s) (encrypted secrets, ~%d-byte events), then drained by `jetrelay run` "+
 		"in its own process (embedded JetStream) to a receiver in the bench process; %s of wall time.\n\n", out.n, o.subs, o.eventBytes, out.wall.Round(time.Millisecond))
 	b.WriteString("| figure | per delivery | how |\n|---|---:|---|\n")
@@ -22,7 +22,7 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n\n",
 		out.commandsPer(), commandBreakdown(out))
 
-	fmt.Fprintf(&b, "## Cost per step\n\n")
+	fmt.Fprintf(&b, "### Cost per step\n\n")
 	fmt.Fprintf(&b, "The same drain with jetrelay in the bench process under a CPU profile (%d deliveries, %s, %.0f µs of the process's CPU per delivery, "+
 		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+
 		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
@@ -60,7 +60,7 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	summary := fmt.Sprintf("outside: jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n"+
 		"profiled: jetrelay's side %.0f µs per delivery\n",
 		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay)
-	return &benchReport{title: "jetrelay cost model", summary: summary + "\n" + b.String(), doc: b.String()}
+	return &benchReport{title: "jetrelay cost model", section: costModelSection, summary: summary + "\n" + b.String(), doc: b.String()}
 }
 
 // commandBreakdown lists the commands per delivery, most frequent first.
