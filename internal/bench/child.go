@@ -109,24 +109,9 @@ func (c *relayChild) usage() (cpu time.Duration, peakRSS int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	// The command name in parentheses may hold spaces; the fields after
-	// it start with the state (field 3), so utime and stime (14, 15) are
-	// the 12th and 13th.
-	i := strings.LastIndex(string(raw), ") ")
-	if i < 0 {
-		return 0, 0, fmt.Errorf("%s/stat: no command name", dir)
-	}
-	f := strings.Fields(string(raw)[i+2:])
-	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("%s/stat: %d fields after the name", dir, len(f))
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s/stat: %w", dir, err)
-		}
-		ticks += n
+	cpu, err = statCPU(string(raw))
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s/stat: %w", dir, err)
 	}
 	hwm, err := procField(dir+"/status", "VmHWM")
 	if err != nil {
@@ -136,7 +121,32 @@ func (c *relayChild) usage() (cpu time.Duration, peakRSS int64, err error) {
 	if _, err := fmt.Sscanf(hwm, "%d kB", &kb); err != nil {
 		return 0, 0, fmt.Errorf("%s/status: VmHWM %q: %w", dir, hwm, err)
 	}
-	return time.Duration(ticks) * time.Second / userHZ, kb << 10, nil
+	return cpu, kb << 10, nil
+}
+
+// statCPU is the user + system CPU time (all threads) in the text of a
+// /proc/<pid>/stat file.
+func statCPU(stat string) (time.Duration, error) {
+	// The command name in parentheses may hold spaces; the fields after
+	// it start with the state (field 3), so utime and stime (14, 15) are
+	// the 12th and 13th.
+	i := strings.LastIndex(stat, ") ")
+	if i < 0 {
+		return 0, errors.New("no command name")
+	}
+	f := strings.Fields(stat[i+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%d fields after the name", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // relayBinary is the jetrelay binary a separate-process case runs: named,

@@ -28,13 +28,18 @@ func startCaseProfile() *cpuProfile {
 	return p
 }
 
-// stop ends the profile and summarises it; nil if there was none.
-func (p *cpuProfile) stop() *profileSummary {
+// stop ends the profile and summarises it by component; nil if there was
+// none.
+func (p *cpuProfile) stop() *profileSummary { return p.stopBy(componentOf) }
+
+// stopBy ends the profile and summarises it with the samples attributed by
+// classify; nil if there was none.
+func (p *cpuProfile) stopBy(classify func(stack []string) string) *profileSummary {
 	if !p.on {
 		return nil
 	}
 	pprof.StopCPUProfile()
-	s, err := summarizeProfile(p.buf.Bytes())
+	s, err := summarizeProfileBy(p.buf.Bytes(), classify)
 	if err != nil {
 		return nil
 	}
@@ -69,8 +74,15 @@ var profileComponents = []struct{ name, marker string }{
 }
 
 // summarizeProfile decodes a gzipped pprof profile (the protobuf
-// perftools.profiles.Profile, read field by field) into a profileSummary.
+// perftools.profiles.Profile, read field by field) into a profileSummary
+// by component.
 func summarizeProfile(gz []byte) (*profileSummary, error) {
+	return summarizeProfileBy(gz, componentOf)
+}
+
+// summarizeProfileBy is summarizeProfile with the samples attributed by
+// classify, which is given each sample's stack, innermost function first.
+func summarizeProfileBy(gz []byte, classify func(stack []string) string) (*profileSummary, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		return nil, err
@@ -162,7 +174,7 @@ func summarizeProfile(gz []byte) (*profileSummary, error) {
 		if len(names) > 0 {
 			ps.flat[names[0]] += s.value
 		}
-		ps.components[componentOf(names)] += s.value
+		ps.components[classify(names)] += s.value
 	}
 	return ps, nil
 }

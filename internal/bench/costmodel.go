@@ -1,0 +1,287 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// costOptions are the costmodel scenario's flags.
+type costOptions struct {
+	deliveries  int
+	subs        int
+	emitters    int
+	eventBytes  int
+	settle      time.Duration
+	relayBinary string
+}
+
+func costFlags(fs *flag.FlagSet) benchRun {
+	o := &costOptions{}
+	fs.IntVar(&o.deliveries, "deliveries", 20000, "deliveries preloaded, then drained, in each of the two runs")
+	fs.IntVar(&o.subs, "subs", 1, "subscriptions (one tenant each) the deliveries are spread over")
+	fs.IntVar(&o.emitters, "emitters", 128, "concurrent admin writers preloading the backlog")
+	fs.IntVar(&o.eventBytes, "event-bytes", 1024, "approximate size of each stored event (JSON)")
+	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long a drain may take")
+	fs.StringVar(&o.relayBinary, "relay-binary", "", "jetrelay binary whose `run` the outside run starts as a separate process; default: this one")
+	return func(ctx context.Context, b *benchContext) (*benchReport, error) {
+		if o.deliveries < 100 || o.deliveries > 1_000_000 || o.subs < 1 || o.subs > 1000 || o.emitters < 1 || o.emitters > 256 ||
+			o.eventBytes < 400 || o.eventBytes > 256<<10 || o.settle <= 0 {
+			return nil, errors.New("costmodel: --deliveries 100..1000000, --subs 1..1000, --emitters 1..256, --event-bytes 400..262144, --settle > 0")
+		}
+		return runCostModel(ctx, b, o)
+	}
+}
+
+// outsideFigures are what anyone can check without a profiler: the
+// `jetrelay run` process's and redis-server's CPU from /proc/<pid>/stat and
+// Redis's command counts, over one drain of a preloaded backlog.
+type outsideFigures struct {
+	n                  int
+	wall               time.Duration
+	relayCPU, redisCPU time.Duration
+	commands           map[string]int64 // command → calls during the drain, scripts' commands included
+}
+
+// profiledDrain is the same drain with jetrelay in this process, profiled.
+type profiledDrain struct {
+	n       int
+	wall    time.Duration
+	cpu     time.Duration // this process's CPU, the receivers' included
+	profile *profileSummary
+	floors  map[string]floor // step → the step alone
+}
+
+func runCostModel(ctx context.Context, b *benchContext, o *costOptions) (*benchReport, error) {
+	bin, err := relayBinary(o.relayBinary)
+	if err != nil {
+		return nil, err
+	}
+	out, err := outsideDrain(ctx, b, o, bin)
+	if err != nil {
+		return nil, fmt.Errorf("outside run: %w", err)
+	}
+	b.stepf("  %d deliveries in %s: jetrelay run %.0f µs + redis-server %.0f µs of CPU per delivery, %.2f Redis commands per delivery",
+		out.n, out.wall.Round(time.Millisecond), perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), out.commandsPer())
+	in, err := profileDrain(ctx, b, o)
+	if err != nil {
+		return nil, fmt.Errorf("profiled run: %w", err)
+	}
+	return costReport(o, out, in), nil
+}
+
+// costEnv starts a fresh Redis and JetStream, the subscriptions and their
+// receiver, and preloads the backlog; jetrelay is built but not started.
+func costEnv(ctx context.Context, b *benchContext, o *costOptions, child string) (*benchEnv, *fleet, *emitted, error) {
+	env, err := startBenchEnv(ctx, b, envOptions{encrypt: true, held: true, child: child})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := &perfRun{b: b, o: &perfOptions{}}
+	f, err := p.newFleet(ctx, env, layout{tenants: o.subs, subsPerTenant: 1}, 0)
+	if err != nil {
+		env.close()
+		return nil, nil, nil, err
+	}
+	spec := emission{tenants: f.tenants, eventType: healthyEventType, events: o.deliveries, workers: o.emitters, data: eventData(o.eventBytes)}
+	load := newEmitted()
+	if err := emit(ctx, env.admin, spec, load); err != nil {
+		env.close()
+		return nil, nil, nil, err
+	}
+	return env, f, load, nil
+}
+
+// awaitDrained waits until the receiver has accepted n deliveries.
+func awaitDrained(ctx context.Context, env *benchEnv, f *fleet, n int, settle time.Duration) error {
+	deadline := time.Now().Add(settle)
+	for f.sink.accepted() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d delivered within %s", f.sink.accepted(), n, settle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-env.childExited():
+			return env.child.exitError()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin string) (*outsideFigures, error) {
+	b.stepf("outside figures: %d deliveries preloaded, drained by `%s run` in its own process", o.deliveries, bin)
+	env, f, _, err := costEnv(ctx, b, o, bin)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	redisPID, err := redisPID(ctx, env.adminDB)
+	if err != nil {
+		return nil, err
+	}
+	c0, err := commandStats(ctx, env.adminDB)
+	if err != nil {
+		return nil, err
+	}
+	r0, err := procCPU(redisPID)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := env.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := awaitDrained(ctx, env, f, o.deliveries, o.settle); err != nil {
+		return nil, err
+	}
+	wall := time.Since(t0)
+	// The receiver's answer precedes each outcome write: let the last
+	// writes land (the command counts stop moving) before reading.
+	c1, err := settledCommandStats(ctx, env.adminDB)
+	if err != nil {
+		return nil, err
+	}
+	relay, _, err := env.child.usage()
+	if err != nil {
+		return nil, err
+	}
+	r1, err := procCPU(redisPID)
+	if err != nil {
+		return nil, err
+	}
+	out := &outsideFigures{n: o.deliveries, wall: wall, relayCPU: relay, redisCPU: r1 - r0, commands: map[string]int64{}}
+	for k, v := range c1 {
+		if d := v - c0[k]; d > 0 && k != "info" {
+			out.commands[k] = d
+		}
+	}
+	return out, nil
+}
+
+func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profiledDrain, error) {
+	b.stepf("cost per step: %d deliveries preloaded, drained by jetrelay in this process under a CPU profile", o.deliveries)
+	env, f, load, err := costEnv(ctx, b, o, "")
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	freshMemory()
+	prof := startCaseProfile()
+	u0 := resourcesNow()
+	if err := env.start(ctx); err != nil {
+		prof.stopBy(costStepOf)
+		return nil, err
+	}
+	err = awaitDrained(ctx, env, f, o.deliveries, o.settle)
+	u1 := resourcesNow()
+	summary := prof.stopBy(costStepOf)
+	if err != nil {
+		return nil, err
+	}
+	if summary == nil {
+		return nil, errors.New("no CPU profile (is --cpuprofile set? the cost model profiles the drain itself)")
+	}
+	in := &profiledDrain{n: o.deliveries, wall: u1.at.Sub(u0.at), cpu: u1.cpu - u0.cpu, profile: summary}
+	b.stepf("  %d deliveries in %s, %.0f µs of this process's CPU per delivery (receivers included)", in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	// The engine is idle now: the floors are measured on the same
+	// servers and records.
+	if in.floors, err = measureFloors(ctx, b, env, f, load); err != nil {
+		return nil, fmt.Errorf("floors: %w", err)
+	}
+	return in, nil
+}
+
+func (o *outsideFigures) commandsPer() float64 {
+	var total int64
+	for _, v := range o.commands {
+		total += v
+	}
+	return float64(total) / float64(max(o.n, 1))
+}
+
+// settledCommandStats polls INFO commandstats until fewer than a handful
+// of commands (background heartbeats) ran in 300 ms, at most 10 s.
+func settledCommandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	prev, err := commandStats(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	for range 33 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		cur, err := commandStats(ctx, rdb)
+		if err != nil {
+			return nil, err
+		}
+		var moved int64
+		for k, v := range cur {
+			if k != "info" {
+				moved += v - prev[k]
+			}
+		}
+		if moved < 10 {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, nil
+}
+
+// redisPID is redis-server's process id, as it reports it.
+func redisPID(ctx context.Context, rdb *redis.Client) (int, error) {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server reported no process_id")
+}
+
+// commandStats is INFO commandstats as command → calls. Redis counts a
+// command a script runs under that command too (and the script under
+// evalsha), so the sum is every command executed.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+// procCPU is a process's user + system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return statCPU(string(raw))
+}

@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// floor is one step measured alone, with its real code against the real
+// servers of the profiled run, one operation after another: what the step
+// costs with nothing else running, per delivery.
+type floor struct {
+	us, redisUS float64 // this process's CPU and redis-server's, µs per delivery
+	how         string
+}
+
+// floorOps is how many times a step is repeated for its floor.
+const floorOps = 5000
+
+// measureFloors times, after the drain, the steps that can run alone:
+// signing, JSON, the Redis reads (unbatched: one round trip per call) and
+// a bare POST (the engine's own webhook transport, no queue).
+func measureFloors(ctx context.Context, b *benchContext, env *benchEnv, f *fleet, load *emitted) (map[string]floor, error) {
+	b.stepf("  floors: each step alone, %d times", floorOps)
+	if len(load.deliveries) == 0 {
+		return nil, errors.New("no deliveries")
+	}
+	unbatched := store.NewWithOptions(env.adminDB, store.Options{})
+	rec, err := unbatched.Delivery(ctx, load.deliveries[0])
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := unbatched.Load(ctx, rec.Delivery)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := env.key.Decrypt(bundle.Secret)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]floor{}
+	timed := func(step, how string, op func(i int) error) error {
+		r0, u0 := env.redisCPU(ctx), resourcesNow()
+		for i := range floorOps {
+			if err := op(i); err != nil {
+				return fmt.Errorf("%s: %w", step, err)
+			}
+		}
+		u1, r1 := resourcesNow(), env.redisCPU(ctx)
+		out[step] = floor{us: perDelivery(u1.cpu-u0.cpu, floorOps), redisUS: perDelivery(r1-r0, floorOps), how: how}
+		return nil
+	}
+	sig := ""
+	if err := timed("signing", fmt.Sprintf("proto.Sign over the %d-byte stored event", len(bundle.EventRaw)), func(int) error {
+		sig = proto.Sign(secret, bundle.EventRaw)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	_ = sig
+	if err := timed("secret decryption", "SecretKey.Decrypt of the stored enc: secret", func(int) error {
+		_, err := env.key.Decrypt(bundle.Secret)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := timed("JSON", "proto.ParseDelivery + ParseEvent + ParseSubscription of the run's records", func(int) error {
+		if _, err := proto.ParseDelivery(rec.Raw); err != nil {
+			return err
+		}
+		if _, err := proto.ParseEvent(bundle.EventRaw); err != nil {
+			return err
+		}
+		_, err := proto.ParseSubscription(bundle.SubscriptionRaw)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := timed("Redis reads", "store.Delivery + store.Load (GET, then MGET of event, subscription, secret, settings), parsing included, without the autopipeliner: two round trips", func(i int) error {
+		r, err := unbatched.Delivery(ctx, load.deliveries[i%len(load.deliveries)])
+		if err != nil {
+			return err
+		}
+		_, err = unbatched.Load(ctx, r.Delivery)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	post, err := barePOST(ctx, env, f, bundle.EventRaw)
+	if err != nil {
+		return nil, err
+	}
+	out["POST (client side)"] = post
+	return out, nil
+}
+
+// barePOST is the engine's webhook transport POSTing the stored event to
+// the same receiver from as many goroutines as the engine has workers, for
+// two seconds, under a profile that tells the client's samples from the
+// receiver's.
+func barePOST(ctx context.Context, env *benchEnv, f *fleet, body []byte) (floor, error) {
+	workers := env.cfg.Workers
+	prof := startCaseProfile()
+	u0 := resourcesNow()
+	deadline := u0.at.Add(2 * time.Second)
+	var (
+		mu   sync.Mutex
+		sent int
+	)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			lat, _ := ceilingWorker(ctx, env.stack.Webhook(), f, body, w, workers, deadline)
+			mu.Lock()
+			sent += len(lat)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	u1 := resourcesNow()
+	ps := prof.stopBy(costStepOf)
+	if ps == nil || sent == 0 {
+		return floor{}, errors.New("bare POST: no profile or nothing sent")
+	}
+	client := float64(ps.components["POST (client side)"]) / float64(ps.samples)
+	return floor{us: client * perDelivery(u1.cpu-u0.cpu, sent),
+		how: fmt.Sprintf("the engine's webhook transport alone, %d workers for 2 s (%d POSTs, %.0f µs per POST with both ends; the client's share of the profile; signing is its own step)",
+			workers, sent, perDelivery(u1.cpu-u0.cpu, sent))}, nil
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// costReport renders both runs: the outside figures, then the CPU per
+// delivery of each step.
+func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchReport {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Outside figures (no profiler)\n\n")
+	fmt.Fprintf(&b, "%d deliveries preloaded for %d subscription(s) (encrypted secrets, ~%d-byte events), then drained by `jetrelay run` "+
+		"in its own process (embedded JetStream) to a receiver in the bench process; %s of wall time.\n\n", out.n, o.subs, o.eventBytes, out.wall.Round(time.Millisecond))
+	b.WriteString("| figure | per delivery | how |\n|---|---:|---|\n")
+	fmt.Fprintf(&b, "| CPU of the `jetrelay run` process | %.0f µs | user + system from `/proc/<pid>/stat`, from its start to the last outcome |\n", perDelivery(out.relayCPU, out.n))
+	fmt.Fprintf(&b, "| CPU of redis-server | %.0f µs | `/proc/<pid>/stat` (pid from INFO server), same window |\n", perDelivery(out.redisCPU, out.n))
+	fmt.Fprintf(&b, "| **both** | **%.0f µs** | |\n", perDelivery(out.relayCPU+out.redisCPU, out.n))
+	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n\n",
+		out.commandsPer(), commandBreakdown(out))
+
+	b.WriteString("Where the commands come from (the code, not this run): the bridge moves a batch with one script (its LMOVEs run inside it) " +
+		"and removes the published ids with pipelined LREMs; the engine reads GET delivery, then one MGET of event, subscription, secret and " +
+		"settings; the outcome is one EVALSHA whose GET and SET run inside it. The commands of concurrent deliveries share round trips " +
+		"(go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
+	b.WriteString("This machine is shared (the load average above says how busy it was). These are CPU per delivery, far less sensitive " +
+		"to load than rates, but contention still inflates them (cache misses, more scheduling, more GC while a drain takes longer): " +
+		"read differences under about 15 % between runs as noise.\n\n")
+	fmt.Fprintf(&b, "### Cost per step\n\n")
+	fmt.Fprintf(&b, "The same drain with jetrelay in the bench process under a CPU profile (%d deliveries, %s, %.0f µs of the process's CPU per delivery, "+
+		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+
+		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
+		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	b.WriteString("| step | µs of CPU per delivery | share | the step alone (floor) | what it covers |\n|---|---:|---:|---:|---|\n")
+	ps := in.profile
+	perSample := float64(in.cpu.Microseconds()) / float64(max(ps.samples, 1)) / float64(max(in.n, 1))
+	var jetrelay float64
+	for _, s := range append(costSteps, costStep{name: stepOther, how: "unclaimed samples"}) {
+		n := ps.components[s.name]
+		us := float64(n) * perSample
+		if s.name != stepReceiver {
+			jetrelay += us
+		}
+		fl := ""
+		if f, ok := in.floors[s.name]; ok {
+			fl = fmt.Sprintf("%.1f", f.us)
+			if f.redisUS >= 0.05 {
+				fl += fmt.Sprintf(" + redis %.1f", f.redisUS)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f %% | %s | %s |\n", s.name, us, 100*float64(n)/float64(max(ps.samples, 1)), fl, s.how)
+	}
+	fmt.Fprintf(&b, "| **jetrelay's side (receiver excluded)** | **%.0f** | | | in-process: no loopback TCP between jetrelay and its embedded server |\n\n", jetrelay)
+	if len(in.floors) > 0 {
+		b.WriteString("How each floor was measured (after the drain, on the same servers and records, one operation after another; this process's CPU and, where it answers, redis-server's):\n\n")
+		for _, k := range slices.Sorted(maps.Keys(in.floors)) {
+			f := in.floors[k]
+			samples := ps.components[k]
+			if k == "Redis reads" {
+				// The drain's reads hand their commands to the autopipeliner
+				// and parse what comes back: compare the whole, bounded above
+				// by every autopipeliner round trip (the outcome scripts'
+				// included) and the parsing alone.
+				samples += ps.components["Redis round trips (autopipeliner)"]
+			}
+			drain := float64(samples) * perSample
+			if k == "Redis reads" {
+				drain += in.floors["JSON"].us
+				fmt.Fprintf(&b, "- %s: %s. The drain's reads, their parsing and every autopipelined round trip together: %s\n", k, f.how, floorVerdict(drain, f.us, samples))
+				continue
+			}
+			fmt.Fprintf(&b, "- %s: %s. %s\n", k, f.how, floorVerdict(drain, f.us, samples))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%d samples in all (100 Hz): a step of k samples is known to about ±√k samples, so a step under 5 µs is a rough figure. "+
+		"The profiled drain has no loopback TCP between jetrelay and its embedded NATS and starts its clock with jetrelay's start, so it reads "+
+		"a little below the outside figure. Hottest functions (self time):\n\n", ps.samples)
+	b.WriteString(ps.table(12)[strings.Index(ps.table(12), "\n| hottest")+1:])
+
+	summary := fmt.Sprintf("outside: jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n"+
+		"profiled: jetrelay's side %.0f µs per delivery\n",
+		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay)
+	return &benchReport{title: "jetrelay cost model", section: costModelSection, summary: summary + "\n" + b.String(), doc: b.String()}
+}
+
+// commandBreakdown lists the commands per delivery, most frequent first.
+func commandBreakdown(out *outsideFigures) string {
+	var parts []string
+	for _, k := range sortedByCount(out.commands) {
+		per := float64(out.commands[k]) / float64(max(out.n, 1))
+		if per < 0.005 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(k), per))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// floorVerdict compares a step's cost in the drain with its cost alone.
+// Within half again of the floor (the profile's sampling error at these
+// sample counts) a step is at its floor; below it, the drain shares work
+// the step alone repeats (batched round trips, cached secrets).
+func floorVerdict(drain, alone float64, samples int64) string {
+	switch {
+	case samples < 10:
+		return fmt.Sprintf("In the drain %.1f µs from %d samples: too few to tell from its %.1f µs alone.", drain, samples, alone)
+	case drain < alone*0.67:
+		return fmt.Sprintf("In the drain %.1f µs: below the step alone (%.1f µs): the drain batches or caches it.", drain, alone)
+	case drain <= alone*1.5:
+		return fmt.Sprintf("In the drain %.1f µs: **at its floor** (%.1f µs alone).", drain, alone)
+	default:
+		return fmt.Sprintf("In the drain %.1f µs: %.1f µs above the step alone.", drain, drain-alone)
+	}
+}
