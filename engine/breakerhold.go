@@ -157,8 +157,16 @@ func headerTime(h nats.Header, name string) time.Time {
 func (e *Engine) admitHandling(h *handling) (*admission, putOffReason, bool) {
 	ctx, sub := h.ctx, h.delivery().SubscriptionID
 	end := e.scheduleEnd(h)
-	if h.msg.Headers().Get(queue.ReleasedHeader) == queue.ReleasedProbe {
+	switch h.msg.Headers().Get(queue.ReleasedHeader) {
+	case queue.ReleasedProbe:
 		return e.admitThrough(ctx, h, !h.now.Before(end))
+	case queue.ReleasedDue:
+		if !h.now.Before(end) {
+			// Released at the end of its schedule: its one send is final
+			// whatever this replica's breaker says, or a half-open breaker
+			// would make it one more retry past that end.
+			return e.admitThrough(ctx, h, true)
+		}
 	}
 	adm, wait, ok := e.admit(ctx, sub, h.now)
 	if ok && e.breakers.state(sub) == gobreaker.StateHalfOpen {
