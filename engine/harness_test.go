@@ -51,7 +51,7 @@ type env struct {
 	newEngine  func(t *testing.T) *engine.Engine
 	stopEngine func()
 	base       string // receiver base URL
-	tenant string
+	tenant     string
 }
 
 type envOptions struct {
