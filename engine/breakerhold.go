@@ -218,6 +218,10 @@ func (e *Engine) admitThrough(ctx context.Context, h *handling, lastChance bool)
 func (e *Engine) recovered(ctx context.Context, sub string) {
 	now := time.Now()
 	msg := breakerCheckMsg(e.cfg.Queue, sub, now, now.Add(e.breakers.cfg.OpenFor), e.breakers.cfg.OpenFor, now)
+	// On a subject of its own: the check that released the probe may be
+	// scheduling its next one on the regular subject at this moment, and
+	// would replace it.
+	msg.Subject = e.cfg.Queue.EvidenceCheckSubject(sub)
 	if err := e.publishWaiting(ctx, msg); err != nil {
 		// The subscription's next held-check sees the success in its
 		// last_success_at instead.
