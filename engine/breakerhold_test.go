@@ -135,8 +135,8 @@ func TestBreakerHold_ABacklogBehindAnOpenBreakerCostsO1PerOpenPeriodAndGoesOutRi
 	waitFor(t, 30*time.Second, "the held backlog to be released", func() bool { return e.heldCount(t, sub) == 0 })
 	released := time.Now()
 	firstSuccess := down.sends()[sends]
-	if took := released.Sub(firstSuccess); took > 2*time.Second {
-		t.Errorf("the held backlog was released %s after the first successful probe; want within seconds", took.Round(time.Millisecond))
+	if took := released.Sub(firstSuccess); took > 5*time.Second {
+		t.Errorf("the held backlog was released %s after the first successful probe; want within seconds, not the next (8 s) open period later", took.Round(time.Millisecond))
 	}
 	for _, id := range ids {
 		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
