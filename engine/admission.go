@@ -54,18 +54,6 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 	return &admission{e: e, sub: sub, done: done, result: errNotAttempted}, putOffReason{}, true
 }
 
-// admitLastChance takes an in-flight slot for the one send of a delivery
-// whose retry schedule ended while subscription sub's breaker held it
-// (breakers.lastChance), or says how long to put it off when the
-// subscription is at its limit.
-func (e *Engine) admitLastChance(ctx context.Context, sub string, now time.Time) (*admission, putOffReason, bool) {
-	ok, back := e.inflight.acquire(ctx, sub)
-	if !ok {
-		return nil, putOffReason{later(back, now.Add(e.cfg.BusyWaitMin)), "subscription_busy"}, false
-	}
-	return &admission{e: e, sub: sub, done: e.breakers.lastChance(sub), result: errNotAttempted, lastChance: true}, putOffReason{}, true
-}
-
 // sent records the attempt's result for the breaker and the latency for
 // the in-flight limiter.
 func (a *admission) sent(o outcome) {

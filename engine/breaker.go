@@ -105,6 +105,18 @@ func (s *breakers) admit(id string, now time.Time) (done func(error), wait time.
 	return done, time.Time{}, true
 }
 
+// probeAt is when subscription id's open breaker lets its next probe
+// through on this replica, and its open period: the held-check of the
+// deliveries it holds fires then (breakerhold.go).
+func (s *breakers) probeAt(id string, now time.Time) (time.Time, time.Duration) {
+	b := s.get(id, now)
+	period := s.openPeriod(b)
+	if until := b.openUntil.Load(); until != 0 && now.UnixNano() < until {
+		return time.Unix(0, until), period
+	}
+	return now.Add(period), period
+}
+
 // lastChance lets a delivery whose retry schedule has ended (scheduleEnd)
 // through subscription id's open breaker for its one send of its own: a
 // breaker spares an endpoint, it never fails a delivery on another's

@@ -45,8 +45,13 @@ type env struct {
 	admin  *admin.Writer
 	recv   *receiver.Receiver
 	engine *engine.Engine
-	base   string // receiver base URL
-	tenant string
+	// newEngine builds another engine on the same Redis, stream and
+	// transports, as a restarted replica would be; stopEngine stops the
+	// env's own engine (once).
+	newEngine  func(t *testing.T) *engine.Engine
+	stopEngine func()
+	base       string // receiver base URL
+	tenant     string
 }
 
 type envOptions struct {
@@ -134,16 +139,25 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.newEngine = func(t *testing.T) *engine.Engine {
+		eng, err := engine.New(e.redis.Client, e.js, reg, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eng
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = br.Run(ctx); done <- struct{}{} }()
+	ectx, ecancel := context.WithCancel(ctx)
+	brDone, engDone := make(chan struct{}), make(chan struct{})
+	go func() { _ = br.Run(ctx); close(brDone) }()
 	go func() {
-		if err := eng.Run(ctx); err != nil {
+		if err := eng.Run(ectx); err != nil {
 			t.Errorf("engine.Run: %v", err)
 		}
-		done <- struct{}{}
+		close(engDone)
 	}()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	e.stopEngine = func() { ecancel(); <-engDone }
+	t.Cleanup(func() { cancel(); <-brDone; <-engDone })
 	return e
 }
 

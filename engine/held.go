@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -62,8 +63,10 @@ func (e *Engine) nextHeldCheck(now time.Time) time.Time {
 	return now.Truncate(e.cfg.InactiveRecheck).Add(e.cfg.InactiveRecheck)
 }
 
-// checkHeld handles a held-check of subscription subID.
-func (e *Engine) checkHeld(ctx context.Context, subID string, handlings uint64) settlement {
+// checkHeld handles a held-check of subscription subID; hdr is the
+// check's headers (the breaker's probe time and interval, and the evidence
+// of a success through it, breakerhold.go).
+func (e *Engine) checkHeld(ctx context.Context, subID string, hdr nats.Header, handlings uint64) settlement {
 	log := e.log.With("subscription_id", subID)
 	rec, err := e.store.Subscription(ctx, subID)
 	// A subscription that is gone (or unreadable) releases everything: the
@@ -75,56 +78,139 @@ func (e *Engine) checkHeld(ctx context.Context, subID string, handlings uint64) 
 		return nakAfter(d)
 	}
 	now := time.Now()
-	n, next, err := e.releaseHeld(ctx, subID, func(staleAt time.Time) bool { return active || !now.Before(staleAt) })
+	c := &heldCheck{now: now, active: active, evidence: headerTime(hdr, queue.EvidenceAtHeader)}
+	if err == nil {
+		// An operator's change (updated_at) or a success (last_success_at)
+		// after a hold is evidence too, read at no extra cost.
+		for _, t := range []*proto.Instant{rec.UpdatedAt, rec.LastSuccessAt} {
+			if t != nil && t.After(c.evidence) {
+				c.evidence = t.Time
+			}
+		}
+	}
+	probeAt, every, ok := probeHeaders(hdr)
+	if !ok {
+		probeAt, every = now, e.breakers.cfg.OpenFor
+	}
+	c.probe = active && !now.Before(probeAt)
+	n, err := e.releaseHeld(ctx, subID, c)
 	if n > 0 {
-		log.Info("held deliveries released", "released", n, "subscription_active", active)
+		log.Info("held deliveries released", "released", n, "subscription_active", active, "probe", c.probed)
 	}
 	if err != nil {
 		d := e.infraDelay(handlings)
 		log.Warn("releasing held deliveries failed; will look again", "err", err, "retry_in", d)
 		return nakAfter(d)
 	}
-	if next.IsZero() {
+	if c.nextBy.IsZero() && !c.keptBreaker {
 		return ack() // nothing held any more; the next hold schedules a check
 	}
-	at := e.nextHeldCheck(now)
-	if next.Before(at) {
-		at = next
+	switch {
+	case c.released[queue.ReleasedEvidence] > 0:
+		// Those held after the evidence are held by a breaker that opened
+		// again: probe it afresh.
+		probeAt, every = now.Add(e.breakers.cfg.OpenFor), e.breakers.cfg.OpenFor
+	case c.probed:
+		probeAt, every = now.Add(every), min(2*every, e.breakers.cfg.MaxOpenFor)
 	}
-	if err := e.publishWaiting(ctx, queue.NewHeldCheckMsg(e.cfg.Queue, subID, at)); err != nil {
+	at := e.nextHeldCheck(now)
+	if c.keptBreaker && active {
+		at = probeAt
+	}
+	if !c.nextBy.IsZero() && c.nextBy.Before(at) {
+		at = c.nextBy
+	}
+	if err := e.publishWaiting(ctx, breakerCheckMsg(e.cfg.Queue, subID, at, probeAt, every, time.Time{})); err != nil {
 		log.Warn("cannot schedule the next held-check; will retry", "err", err)
 		return nakAfter(e.infraDelay(handlings))
 	}
 	return ack()
 }
 
-// releaseHeld releases subID's held deliveries, in the order they were held,
-// for as long as release says so of the next one's stale time. It returns
-// how many it released and the stale time of the first one it kept (zero
-// when none is left). Held deliveries are in hold order, which is close to
-// creation order, so stopping at the first one still held finds nearly all
-// that are stale; one held out of order goes at the latest with the ones
-// before it, or when the subscription is re-enabled.
-func (e *Engine) releaseHeld(ctx context.Context, subID string, release func(staleAt time.Time) bool) (int, time.Time, error) {
+// heldCheck decides, for one held-check, which held deliveries go.
+type heldCheck struct {
+	now    time.Time
+	active bool // the subscription is ACTIVE (or gone)
+	// evidence releases the deliveries a breaker held before it.
+	evidence time.Time
+	// probe: one breaker-held delivery is still to be released as the
+	// probe; probed: it was.
+	probe, probed bool
+
+	released    map[string]int // by ReleasedHeader tag
+	nextBy      time.Time      // earliest release-by of those kept
+	keptBreaker bool           // a breaker-held delivery was kept
+}
+
+// decide says whether the held message m goes now, with the tag its work
+// item carries (empty for a paused subscription's release), or else the
+// time it must go by.
+func (c *heldCheck) decide(m *jetstream.RawStreamMsg) (bool, string, time.Time) {
+	// An unreadable time is treated as due: released, the engine decides
+	// from the delivery's own record.
+	by := headerTime(m.Header, queue.ReleaseByHeader)
+	if by.IsZero() {
+		by = headerTime(m.Header, queue.StaleAtHeader)
+	}
+	due := !c.now.Before(by)
+	if m.Header.Get(queue.HeldReasonHeader) != queue.ReasonBreakerOpen {
+		return c.active || due, "", by
+	}
+	switch {
+	case due:
+		return true, queue.ReleasedDue, by
+	case !c.active:
+		// Paused since: kept until its release-by, then held as paused.
+	case !c.evidence.IsZero() && headerTime(m.Header, queue.HeldAtHeader).Before(c.evidence):
+		return true, queue.ReleasedEvidence, by
+	case c.probe:
+		c.probe, c.probed = false, true
+		return true, queue.ReleasedProbe, by
+	}
+	c.keptBreaker = true
+	return false, "", by
+}
+
+// holdLookahead is how far past the first delivery it keeps a held-check
+// keeps looking: held deliveries are in hold order, which is release-by
+// order up to the disorder of parallel workers (breakerhold.go), so one
+// that is due is found behind kept ones due within this much. It reads no
+// more than the deliveries due that soon.
+func (e *Engine) holdLookahead() time.Duration { return e.breakers.cfg.OpenFor }
+
+// releaseHeld releases subID's held deliveries that c says go, in the
+// order they were held. It stops at the first one it keeps that is not
+// due within holdLookahead: hold order is close to release-by order
+// (creation order for a paused subscription, breakerhold.go for a
+// breaker's), so that finds all that are due; one held far out of order
+// goes at the latest with the ones before it.
+func (e *Engine) releaseHeld(ctx context.Context, subID string, c *heldCheck) (int, error) {
 	st, err := e.js.Stream(ctx, e.cfg.Queue.Stream)
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, err
 	}
+	c.released = map[string]int{}
 	filter := e.cfg.Queue.HeldSubjects(subID)
+	horizon := c.now.Add(e.holdLookahead())
 	n := 0
 	for seq := uint64(1); ; {
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, time.Time{}, nil
+			return n, nil
 		}
 		if err != nil {
-			return n, time.Time{}, err
+			return n, err
 		}
-		// An unreadable stale time is treated as stale: released, the
-		// engine decides from the delivery's own record.
-		staleAt, _ := time.Parse(time.RFC3339Nano, m.Header.Get(queue.StaleAtHeader))
-		if !release(staleAt) {
-			return n, staleAt, nil
+		seq = m.Sequence + 1
+		release, tag, by := c.decide(m)
+		if !release {
+			if c.nextBy.IsZero() || by.Before(c.nextBy) {
+				c.nextBy = by
+			}
+			if by.After(horizon) {
+				return n, nil
+			}
+			continue
 		}
 		item := queue.NewRequeueMsg(e.cfg.Queue.Subject, string(m.Data), m.Sequence)
 		if tp := m.Header.Get(traceparentHeader); tp != "" {
@@ -132,13 +218,19 @@ func (e *Engine) releaseHeld(ctx context.Context, subID string, release func(sta
 			// handling the release brings.
 			item.Header.Set(traceparentHeader, tp)
 		}
+		if tag != "" {
+			item.Header.Set(queue.ReleasedHeader, tag)
+		}
+		if tag == queue.ReleasedEvidence {
+			item.Header.Set(queue.EvidenceAtHeader, c.evidence.UTC().Format(time.RFC3339Nano))
+		}
 		if err := e.publishWaiting(ctx, item); err != nil {
-			return n, time.Time{}, err
+			return n, err
 		}
 		if err := st.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, time.Time{}, err
+			return n, err
 		}
+		c.released[tag]++
 		n++
-		seq = m.Sequence + 1
 	}
 }

@@ -40,7 +40,7 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 	handlings := queue.Waits(m) + md.NumDelivered
 	if m.Headers().Get(queue.HeldCheckHeader) != "" {
 		subID := string(m.Data())
-		s := e.checkHeld(ctx, subID, handlings)
+		s := e.checkHeld(ctx, subID, m.Headers(), handlings)
 		q.withdraw()
 		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewHeldCheckMsg(e.cfg.Queue, subID, at) })
 		return
@@ -119,10 +119,12 @@ func (e *Engine) process(h *handling) settlement {
 	if age := h.now.Sub(attemptedAt(d, h.now)); age > e.cfg.MaxDeliveryAge {
 		return e.fail(h, proto.ExpiredMessage(age, e.cfg.MaxDeliveryAge), "stale")
 	}
-	if d.NextRetryAt != nil && d.NextRetryAt.Sub(h.now) > 100*time.Millisecond {
+	if d.NextRetryAt != nil && d.NextRetryAt.Sub(h.now) > 100*time.Millisecond && h.msg.Headers().Get(queue.ReleasedHeader) == "" {
 		// An early copy (a duplicate, a legacy retry entry, a wake-up
 		// replaced by a later one): wait for the time the record names
-		// instead of sending ahead of the backoff or the put-off.
+		// instead of sending ahead of the backoff or the put-off. A
+		// delivery the held-check released from a breaker's hold is the
+		// only copy, and its record names the latest release time.
 		return e.wait(h, d.NextRetryAt.Time, reasonEarly)
 	}
 
@@ -170,15 +172,10 @@ func (e *Engine) process(h *handling) settlement {
 	}
 
 	e.freshEvidence(d, sub)
-	adm, wait, ok := e.admit(ctx, d.SubscriptionID, h.now)
-	if !ok && wait.reason == reasonBreakerOpen {
-		if end := e.scheduleEnd(h); !h.now.Before(end) {
-			// Its schedule ended while the breaker held it: it gets its
-			// one send now, and only its own answer can fail it.
-			adm, wait, ok = e.admitLastChance(ctx, d.SubscriptionID, h.now)
-		} else if wait.until.After(end) {
-			wait.until = end
-		}
+	e.releasedEvidence(h)
+	adm, wait, ok := e.admitHandling(h)
+	if !ok && wait.reason == reasonBreakerOpen && d.Attempts == 0 {
+		return e.holdForBreaker(h)
 	}
 	if !ok {
 		return e.wait(h, wait.until, wait.reason)

@@ -13,8 +13,12 @@ import (
 //     after its backoff, or a put-off (open breaker, busy subscription).
 //     Publishing again on the same subject replaces the wake-up, so a
 //     delivery never has two.
+//   - <Subject>.sched.held.<subscription> is the subscription's held-check,
+//     and <Subject>.sched.held.<subscription>.evidence an immediate one
+//     after a success through its open breaker.
 //   - <Subject>.held.<subscription>.<delivery> holds a delivery of a PAUSED
-//     or DISABLED subscription until the subscription is active again.
+//     or DISABLED subscription until the subscription is active again, or
+//     one its open circuit breaker holds back.
 //
 // A delivery or subscription id is used as the subject token when it is made
 // only of letters, digits, '-' and '_'; any other id is written as '~'
@@ -36,6 +40,15 @@ func (c Config) ScheduleSubjects() string {
 // can never be mistaken for one, and ScheduleSubjects matches it too.
 func (c Config) HeldCheckSubject(subscriptionID string) string {
 	return c.WithDefaults().Subject + ".sched.held." + SubjectToken(subscriptionID)
+}
+
+// EvidenceCheckSubject is the subject of the immediate held-check a send
+// that succeeded through subscriptionID's open breaker asks for. It is not
+// the regular held-check's subject, so the next regular check, scheduled
+// by a check running at the same moment, cannot replace it; it carries
+// HeldCheckHeader like every held-check, and ScheduleSubjects matches it.
+func (c Config) EvidenceCheckSubject(subscriptionID string) string {
+	return c.HeldCheckSubject(subscriptionID) + ".evidence"
 }
 
 // HeldSubject is the subject of deliveryID while subscriptionID holds it.

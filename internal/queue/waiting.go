@@ -26,11 +26,51 @@ const (
 	// HeldCheckHeader marks the work item a held-check wake-up fires: its
 	// body is a subscription id, not a delivery id.
 	HeldCheckHeader = "Jetrelay-Held-Check"
+	// HeldReasonHeader on a held delivery says why it is held: ReasonBreakerOpen
+	// for a delivery its subscription's open circuit breaker holds back;
+	// absent for one held because its subscription is PAUSED or DISABLED.
+	HeldReasonHeader = "Jetrelay-Held-Reason"
+	// ReleaseByHeader on a delivery an open breaker holds is when it must be
+	// released at the latest (RFC3339): the earlier of its retry schedule's
+	// end, when it gets its last-chance send, and the stale cutoff.
+	ReleaseByHeader = "Jetrelay-Release-By"
+	// HeldAtHeader on a delivery an open breaker holds is when it was held
+	// (RFC3339): evidence that the endpoint recovered (an operator's change,
+	// a success) releases the deliveries held before it.
+	HeldAtHeader = "Jetrelay-Held-At"
+	// ProbeAtHeader on a held-check is when it next releases one of the
+	// deliveries an open breaker holds as the breaker's probe (RFC3339).
+	ProbeAtHeader = "Jetrelay-Probe-At"
+	// ProbeEveryHeader on a held-check is the time between two probes of
+	// the subscription's open breaker (a Go duration), doubling up to the
+	// breaker's MaxOpenFor while the endpoint stays down.
+	ProbeEveryHeader = "Jetrelay-Probe-Every"
+	// EvidenceAtHeader on a held-check is when a send to the subscription
+	// succeeded through its open breaker (RFC3339), and on a work item the
+	// held-check released for such evidence, the evidence's time: it
+	// closes breakers opened before it on whichever replica takes the item.
+	EvidenceAtHeader = "Jetrelay-Evidence-At"
+	// ReleasedHeader on a work item says why the held-check released it
+	// from an open breaker's hold: ReleasedEvidence, ReleasedProbe or
+	// ReleasedDue. Such an item is the delivery's only copy.
+	ReleasedHeader = "Jetrelay-Released"
 	// WaitsHeader on a wake-up the engine scheduled for an outage (Redis
 	// unreachable, a secret not stored yet) counts the handlings of the
 	// work item so far: the fired item starts a new JetStream delivery
 	// count, and the engine's backoff must keep growing across them.
 	WaitsHeader = "Jetrelay-Waits"
+)
+
+// Values of HeldReasonHeader and ReleasedHeader.
+const (
+	// ReasonBreakerOpen marks a delivery held by an open circuit breaker.
+	ReasonBreakerOpen = "breaker_open"
+	// ReleasedEvidence: released because the endpoint showed it is back.
+	ReleasedEvidence = "evidence"
+	// ReleasedProbe: released as the open breaker's probe.
+	ReleasedProbe = "probe"
+	// ReleasedDue: released at its release-by time, for its last chance.
+	ReleasedDue = "due"
 )
 
 // Waits is the WaitsHeader count a work item carries: 0 when it has none
@@ -75,6 +115,19 @@ func NewHeldMsg(c Config, subscriptionID, deliveryID string, staleAt time.Time) 
 			rollupHeader:  []string{"sub"},
 		},
 	}
+}
+
+// NewBreakerHeldMsg builds deliveryID's held copy while subscriptionID's
+// circuit breaker is open: like NewHeldMsg, on the same subject (so
+// handback, metrics and IsHeld see it as held), plus why, since when and
+// until when at the latest. Its StaleAtHeader carries releaseBy too: a
+// held-check that only knows the stale cutoff releases it on time.
+func NewBreakerHeldMsg(c Config, subscriptionID, deliveryID string, releaseBy, heldAt time.Time) *nats.Msg {
+	m := NewHeldMsg(c, subscriptionID, deliveryID, releaseBy)
+	m.Header.Set(HeldReasonHeader, ReasonBreakerOpen)
+	m.Header.Set(ReleaseByHeader, releaseBy.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeldAtHeader, heldAt.UTC().Format(time.RFC3339Nano))
+	return m
 }
 
 // NewHeldCheckMsg builds subscriptionID's held-check wake-up at at: a

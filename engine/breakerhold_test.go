@@ -1,0 +1,219 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// slowPolicy's schedule lasts minutes (20 s, 40 s, 60 s, …), so nothing in
+// these tests reaches its end unless the test means it to.
+func slowPolicy() *proto.RetryPolicy {
+	return &proto.RetryPolicy{MaxRetries: ptr(6), InitialDelayMs: ptr(int64(20_000)), BackoffMultiplier: ptr(2.0), MaxDelayMs: ptr(int64(60_000))}
+}
+
+// heldCount is how many deliveries subscription sub holds in the stream.
+func (e *env) heldCount(t *testing.T, sub string) int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, e.qc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(e.qc.HeldSubjects(sub)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(info.State.Subjects)
+}
+
+// settled reports whether every delivery of ids was either sent or is held
+// by the breaker (its record says breaker_open), and how many are held.
+func (e *env) settled(t *testing.T, ids []string) (bool, int) {
+	t.Helper()
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = store.DeliveryKey(id)
+	}
+	vals, err := e.redis.Client.MGet(context.Background(), keys...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, v := range vals {
+		raw, _ := v.(string)
+		d, err := proto.ParseDelivery([]byte(raw))
+		if err != nil {
+			return false, held
+		}
+		switch {
+		case d.Attempts > 0:
+		case d.Waiting != nil && *d.Waiting == "breaker_open":
+			held++
+		default:
+			return false, held
+		}
+	}
+	return true, held
+}
+
+// handled is how many work items the engine has handled so far.
+func handled(eng *engine.Engine) uint64 {
+	w := eng.WorkStats()
+	return w.New + w.Back
+}
+
+// openBreaker subscribes to a 503 endpoint with policy and sends enough
+// deliveries to open its breaker (threshold 3).
+func openBreaker(t *testing.T, e *env, down *downEndpoint, policy *proto.RetryPolicy) string {
+	t.Helper()
+	sub, _, _ := e.subscribe(t, "/custom/down", nil, func(s *admin.Subscription) {
+		s.RetryPolicy = policy
+		s.DisableAfterFailures = 10_000 // the breaker is under test, not auto-disable
+	})
+	for range 3 {
+		e.deliver(t, sub, e.event(), nil)
+	}
+	waitFor(t, 10*time.Second, "three failed sends to open the breaker", func() bool { return len(down.sends()) >= 3 })
+	return sub
+}
+
+func TestBreakerHold_ABacklogBehindAnOpenBreakerCostsO1PerOpenPeriodAndGoesOutRightAfterAProbeSucceeds(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Second, MaxOpenFor: 8 * time.Second}
+	}})
+	sub := openBreaker(t, e, down, slowPolicy())
+	const backlog = 200
+	ids := make([]string, backlog)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	held := 0
+	waitFor(t, 30*time.Second, "the backlog to be held", func() bool {
+		ok, n := e.settled(t, ids)
+		held = n
+		return ok
+	})
+	if held < backlog-10 || e.heldCount(t, sub) != held {
+		t.Fatalf("%d of %d deliveries held, %d in the stream; want all but the few sent before the breaker opened", held, backlog, e.heldCount(t, sub))
+	}
+	// The record says why and until when each one waits.
+	for _, id := range ids[len(ids)-10:] {
+		rec, err := e.store.Delivery(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Waiting == nil || *rec.Waiting != "breaker_open" || rec.NextRetryAt == nil || !rec.NextRetryAt.After(time.Now()) || rec.Attempts != 0 {
+			t.Errorf("held delivery's record = %s; want jetrelay_waiting breaker_open, next_retry_at ahead, no attempt", rec.Raw)
+		}
+	}
+
+	// Three open periods (1 s, 2 s, 4 s): one probe each, and the backlog
+	// is not handled again.
+	before, sends := handled(e.engine), len(down.sends())
+	waitFor(t, 30*time.Second, "three probes of the held backlog", func() bool { return len(down.sends()) >= sends+3 })
+	if n := handled(e.engine) - before; n > 20 {
+		t.Errorf("%d work items handled over three open periods with %d deliveries held; want O(1) per period, not O(backlog)", n, backlog)
+	}
+	if n := e.heldCount(t, sub); n < held-5 {
+		t.Errorf("%d of %d deliveries still held after three probes; want all but the probes", n, held)
+	}
+
+	// The endpoint recovers: the next probe's success releases the held
+	// backlog at once, not an (8 s) open period later.
+	down.healthy.Store(true)
+	sends = len(down.sends())
+	waitFor(t, 30*time.Second, "the held backlog to be released", func() bool { return e.heldCount(t, sub) == 0 })
+	released := time.Now()
+	firstSuccess := down.sends()[sends]
+	if took := released.Sub(firstSuccess); took > 5*time.Second {
+		t.Errorf("the held backlog was released %s after the first successful probe; want within seconds, not the next (8 s) open period later", took.Round(time.Millisecond))
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("record = %s; want SUCCESS once the endpoint is back", rec.Raw)
+		}
+	}
+	if n := e.heldCount(t, sub); n != 0 {
+		t.Errorf("%d deliveries still held after they all succeeded", n)
+	}
+}
+
+func TestBreakerHold_HeldDeliveriesGetTheirLastChanceSendAtTheEndOfTheirSchedule(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	const openFor = time.Second
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: openFor, MaxOpenFor: time.Minute}
+	}})
+	// Two retries 500 ms apart: a schedule of 1 s, plus one open period.
+	policy := &proto.RetryPolicy{MaxRetries: ptr(2), InitialDelayMs: ptr(int64(500)), BackoffMultiplier: ptr(1.0), MaxDelayMs: ptr(int64(1000))}
+	sub := openBreaker(t, e, down, policy)
+	ids := make([]string, 30)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	lastCreated := time.Now()
+	waitFor(t, 10*time.Second, "the breaker to hold deliveries", func() bool { return e.heldCount(t, sub) > 0 })
+	waitFor(t, 20*time.Second, "the held deliveries to be released", func() bool { return e.heldCount(t, sub) == 0 })
+	// Their schedules end 1 s + one open period after their creation; the
+	// message schedule's 250 ms tick and the check's work come on top. (The
+	// sends then queue for the failing endpoint's in-flight limit, which is
+	// not the breaker's doing and not measured here.)
+	if took, end := time.Since(lastCreated), time.Second+openFor; took > end+time.Second {
+		t.Errorf("the last held delivery left the hold %s after its creation; its schedule ended after %s", took.Round(time.Millisecond), end)
+	}
+	for _, id := range ids {
+		d := e.final(t, id).Delivery
+		if d.Status != proto.DeliveryFailed || d.Attempts < 1 || d.ErrorMessage == nil || *d.ErrorMessage != "HTTP 503" {
+			t.Errorf("%s ended %s after %d sends with %q; want FAILED by its own send, HTTP 503", d.DeliveryID, d.Status, d.Attempts, deref(d.ErrorMessage))
+		}
+	}
+	if n := len(down.sends()); n > 3*3+len(ids)+10 {
+		t.Errorf("%d sends for %d held deliveries; want about one each (their last chance) and the probes", n, len(ids))
+	}
+	if n := e.heldCount(t, sub); n != 0 {
+		t.Errorf("%d deliveries still held after they all failed", n)
+	}
+}
+
+func TestBreakerHold_ARestartedEngineReleasesTheHeldBacklogOnceTheEndpointIsBack(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Second, MaxOpenFor: 2 * time.Second}
+	}})
+	sub := openBreaker(t, e, down, slowPolicy())
+	ids := make([]string, 50)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	waitFor(t, 30*time.Second, "the backlog to be held", func() bool { ok, _ := e.settled(t, ids); return ok })
+	// The replica that held them goes away; its breakers go with it.
+	e.stopEngine()
+	down.healthy.Store(true)
+	next := e.newEngine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		if err := next.Run(ctx); err != nil {
+			t.Errorf("engine.Run: %v", err)
+		}
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("record = %s; want SUCCESS from the restarted engine", rec.Raw)
+		}
+	}
+}
