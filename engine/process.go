@@ -174,7 +174,9 @@ func (e *Engine) process(h *handling) settlement {
 	e.freshEvidence(d, sub)
 	e.releasedEvidence(h)
 	adm, wait, ok := e.admitHandling(h)
-	if !ok && wait.reason == reasonBreakerOpen && d.Attempts == 0 {
+	if !ok && wait.reason == reasonBreakerOpen && d.Attempts == 0 && h.line == nil {
+		// An ordered line's item waits in its line instead (waitInLine):
+		// held apart, it would lose its place.
 		return e.holdForBreaker(h)
 	}
 	if !ok {
