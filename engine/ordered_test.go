@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"hash/crc32"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,4 +194,64 @@ func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testi
 		t.Errorf("first successes out of enqueue order (by enqueue index): %v", seq)
 	}
 	t.Logf("duplicates: %d", ep.Stats().Duplicates)
+}
+
+// A strict line whose breaker opened keeps its order: the items behind a
+// failed head wait in the line for the breaker, instead of being held apart
+// in bulk (a never-sent backlog's usual hold) and released into the shared
+// work subject, where they would go out in parallel. The receiver records
+// an event when it answers, after a delay that differs per event, so sends
+// that run in parallel are recorded out of order.
+func TestOrdered_AStrictLineBehindAnOpenBreakerKeepsItsOrder(t *testing.T) {
+	var mu sync.Mutex
+	var requests int
+	var got []string
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(proto.HeaderEventID)
+		mu.Lock()
+		requests++
+		down := requests <= 2
+		mu.Unlock()
+		if down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		time.Sleep(time.Duration(crc32.ChecksumIEEE([]byte(id))%25) * time.Millisecond)
+		mu.Lock()
+		if !slices.Contains(got, id) {
+			got = append(got, id)
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	})
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, handler: handler, engine: func(c *engine.Config) {
+		c.Breaker.Threshold, c.Breaker.OpenFor, c.Breaker.MaxOpenFor = 2, 2*time.Second, 4*time.Second
+	}})
+	// The head's two sends fail (max_retries 1): it is FAILED and the
+	// breaker is open when the next items reach the front of the line.
+	sub, _, _ := e.subscribe(t, "/custom/breaker-line", nil, func(s *admin.Subscription) {
+		s.RetryPolicy = fastPolicy(1)
+	})
+	var events, ids []string
+	for range 30 {
+		id := e.deliver(t, sub, e.event(), nil)
+		d, err := e.store.Delivery(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	if rec := e.final(t, ids[0]); rec.Status != proto.DeliveryFailed || rec.Attempts != 2 {
+		t.Fatalf("head = %s, want FAILED after its 2 sends", e.rawDelivery(t, ids[0]))
+	}
+	for _, id := range ids[1:] {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, events[1:]) {
+		t.Errorf("successes after the breaker closed in the order %v, want the enqueue order %v", got, events[1:])
+	}
 }
