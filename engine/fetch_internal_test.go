@@ -31,7 +31,7 @@ func TestFetched_AFetchWaitsForHalfTheBufferAndTakesAllTheRoomThereIs(t *testing
 	if n := <-got; n != 0 {
 		t.Fatalf("a cancelled reservation got %d places", n)
 	}
-	if free := len(f.room); free != 1 {
+	if free := f.free(); free != 1 {
 		t.Fatalf("%d places free after a cancelled reservation, want the 1 it had taken back", free)
 	}
 }
