@@ -21,7 +21,8 @@ import (
 // deliveries turned away below their subscription's own adaptive limit
 // (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
 // in the lanes while every worker was busy. If work was held back, the CPU
-// is not saturated and memory is below the budget, it grows by a quarter,
+// is not saturated and memory is below the budget, it doubles (as a new
+// subscription's limit does in slow start),
 // up to the sum of the busy subscriptions' limits (what their endpoints
 // can take) plus a reserve, the cap (Config.Workers) and the memory
 // budget's share (Config.MemoryBudget / perSendBytes). Otherwise it
@@ -41,8 +42,8 @@ type workers struct {
 }
 
 const (
-	// sizeTick is how often the pool is resized: from 64 workers to 2,048
-	// in about four seconds.
+	// sizeTick is how often the pool is resized: doubling, from 64 workers
+	// to 2,048 in about a second and a half.
 	sizeTick = 250 * time.Millisecond
 	// perSendBytes is what one send in flight is assumed to cost: its
 	// goroutine's stack, its connection's buffers and goroutines, the
@@ -120,7 +121,7 @@ func (w *workers) resize(p pressure) int {
 		// Up to what the subscriptions could take, with room for the
 		// reserve and the work around the sends.
 		bound := p.want + p.want/4 + w.floor
-		size = max(size, min(size+max(size/4, 8), bound))
+		size = max(size, min(size+max(size, 8), bound))
 	case heldBack:
 		// Saturated: hold.
 	default:
