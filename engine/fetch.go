@@ -63,7 +63,7 @@ func newSizedFetched(most int, size func() int) *fetched {
 // round trip per many items rather than per item; it never starves the
 // workers, since while it waits f still holds half its items to hand on.
 func (f *fetched) reserve(ctx context.Context) int {
-	for {
+	for ctx.Err() == nil {
 		f.mu.Lock()
 		size := min(f.size(), cap(f.items))
 		if free := size - f.used; free > 0 && free >= (size+1)/2 {
@@ -75,9 +75,9 @@ func (f *fetched) reserve(ctx context.Context) int {
 		select {
 		case <-f.freed:
 		case <-ctx.Done():
-			return 0
 		}
 	}
+	return 0
 }
 
 // unreserve gives back n places.
