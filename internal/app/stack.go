@@ -187,6 +187,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		s.metrics.WatchBreakers(s.engine.BreakerStats)
 		s.metrics.WatchLimits(s.engine.Limits)
 		s.metrics.WatchWork(s.engine.WorkStats)
+		s.metrics.WatchPool(s.engine.PoolStats)
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)
