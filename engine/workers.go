@@ -51,7 +51,8 @@ const (
 	// 60 KiB per worker between 64 and 2,048 workers.
 	perSendBytes = 64 << 10
 	// saturatedCPU is the share of GOMAXPROCS the process may use before
-	// the pool stops growing.
+	// the pool stops growing (cpuMeter also reports saturation when its
+	// goroutines wait for a CPU, as on a machine busy with other work).
 	saturatedCPU = 0.85
 	// maxBuffer bounds the fetch buffer and the new lane (the back lane
 	// holds backDepth times as many): enough to feed thousands of workers
@@ -233,23 +234,67 @@ func (e *Engine) PoolStats() PoolStats {
 }
 
 // cpuMeter measures the share of GOMAXPROCS the process used between two
-// samples.
+// samples, and how often its goroutines waited long to run: on a machine
+// shared with other processes the CPUs may be busy with their work while
+// this process uses little, and more sends in flight would only wait for
+// a CPU too.
 type cpuMeter struct {
-	at  time.Time
-	cpu time.Duration
+	at    time.Time
+	cpu   time.Duration
+	sched []metrics.Sample
+	prev  []uint64 // the scheduling-latency histogram's counts at the last sample
 }
 
-// sample returns the share used since the last sample (0 the first time).
+// sample returns the share used since the last sample (0 the first time),
+// or 1 when more than a tenth of the goroutines that ran since waited
+// longer than lateRun for a CPU.
 func (c *cpuMeter) sample() float64 {
 	now, cpu := time.Now(), processCPU()
 	prevAt, prevCPU := c.at, c.cpu
 	c.at, c.cpu = now, cpu
+	late := c.lateRuns()
 	if prevAt.IsZero() || cpu <= 0 {
 		return 0
+	}
+	if late > 0.1 {
+		return 1
 	}
 	wall := now.Sub(prevAt) * time.Duration(runtime.GOMAXPROCS(0))
 	if wall <= 0 {
 		return 0
 	}
 	return float64(cpu-prevCPU) / float64(wall)
+}
+
+// lateRun is a scheduling latency that means the CPUs are saturated.
+const lateRun = time.Millisecond
+
+// lateRuns is the share of goroutine schedulings since the last call that
+// waited longer than lateRun to run.
+func (c *cpuMeter) lateRuns() float64 {
+	if c.sched == nil {
+		c.sched = []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	}
+	metrics.Read(c.sched)
+	if c.sched[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := c.sched[0].Value.Float64Histogram()
+	first := c.prev == nil
+	if len(c.prev) != len(h.Counts) {
+		c.prev = make([]uint64, len(h.Counts))
+	}
+	var all, late uint64
+	for i, n := range h.Counts {
+		d := n - c.prev[i]
+		c.prev[i] = n
+		all += d
+		if h.Buckets[i] >= lateRun.Seconds() {
+			late += d
+		}
+	}
+	if first || all == 0 {
+		return 0
+	}
+	return float64(late) / float64(all)
 }

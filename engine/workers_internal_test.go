@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
 
 func TestWorkers_TheMemoryBudgetBoundsThePool(t *testing.T) {
 	// 64 MiB: half of it at 64 KiB a send is 512 workers, below the cap.
@@ -55,5 +60,33 @@ func TestWorkers_ThePoolGrowsOnlyWhileWorkIsHeldBackAndTheCPUIsFree(t *testing.T
 	w := newWorkers(64, 4096, -1)
 	if got := w.resize(pressure{}); got != 64 {
 		t.Errorf("an idle pool at its floor went to %d, want the floor 64", got)
+	}
+}
+
+func TestCPUMeter_GoroutinesWaitingForACPUCountAsSaturated(t *testing.T) {
+	// Four times as many spinning goroutines as CPUs: each waits for a
+	// CPU most of the time, whatever else the machine runs, so the pool
+	// must not grow.
+	var c cpuMeter
+	c.sample()
+	stop := make(chan struct{})
+	var spinning sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		spinning.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default: // spin: the scheduler preempts it every 10 ms
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the sampling period under test
+	got := c.sample()
+	close(stop)
+	spinning.Wait()
+	if got < saturatedCPU {
+		t.Errorf("with every CPU contended the meter read %.2f, want at least %.2f (saturated)", got, saturatedCPU)
 	}
 }
