@@ -94,6 +94,7 @@ func TestWorkers_AFastReceiverIsServedByTheFloor(t *testing.T) {
 		peakPool = max(peakPool, e.engine.PoolStats().Workers)
 		return answered.Load() >= n
 	})
+	t.Logf("pool peaked at %d workers for one fast receiver", peakPool)
 	// The fast endpoint's adaptive limit bounds what the pool may grow to
 	// (its limit, a quarter more, and the floor): far below the cap.
 	if peakPool > ceiling/4 {
