@@ -246,7 +246,7 @@ type cpuMeter struct {
 }
 
 // sample returns the share used since the last sample (0 the first time),
-// or 1 when more than a tenth of the goroutines that ran since waited
+// or 1 when more than a quarter of the goroutines that ran since waited
 // longer than lateRun for a CPU.
 func (c *cpuMeter) sample() float64 {
 	now, cpu := time.Now(), processCPU()
@@ -256,7 +256,7 @@ func (c *cpuMeter) sample() float64 {
 	if prevAt.IsZero() || cpu <= 0 {
 		return 0
 	}
-	if late > 0.1 {
+	if late > 0.25 {
 		return 1
 	}
 	wall := now.Sub(prevAt) * time.Duration(runtime.GOMAXPROCS(0))
@@ -266,8 +266,10 @@ func (c *cpuMeter) sample() float64 {
 	return float64(cpu-prevCPU) / float64(wall)
 }
 
-// lateRun is a scheduling latency that means the CPUs are saturated.
-const lateRun = time.Millisecond
+// lateRun is a scheduling latency that means the CPUs are saturated: a
+// whole time slice (the scheduler preempts a goroutine after 10 ms), not
+// the short waits of a burst of sends answered at once.
+const lateRun = 10 * time.Millisecond
 
 // lateRuns is the share of goroutine schedulings since the last call that
 // waited longer than lateRun to run.
