@@ -20,7 +20,7 @@ import (
 // Every tick the pool looks at what held work back since the last one:
 // deliveries turned away below their subscription's own adaptive limit
 // (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
-// in the lanes while every worker was busy. If work was held back, the CPU
+// in the lanes while (nearly) every worker was busy. If work was held back, the CPU
 // is not saturated and memory is below the budget, it doubles (as a new
 // subscription's limit does in slow start),
 // up to the sum of the busy subscriptions' limits (what their endpoints
@@ -114,7 +114,9 @@ type pressure struct {
 // resize computes the pool's next size from what the last tick saw.
 func (w *workers) resize(p pressure) int {
 	size := w.now()
-	heldBack := p.squeezed > 0 || p.waiting > 0 && p.busy >= size
+	// Work waiting while (nearly) every worker is busy: a sample between
+	// two items of a worker must not read as idle.
+	heldBack := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
 	switch {
 	case w.budget > 0 && p.memory > w.budget:
 		size -= size / 4
