@@ -21,8 +21,22 @@ import (
 
 // Config tunes an Engine. Zero values take the defaults in withDefaults.
 type Config struct {
-	Queue          QueueConfig
-	Workers        int              // concurrent deliveries, default 64
+	Queue QueueConfig
+	// Workers bounds the worker pool: the most deliveries one replica
+	// handles at once, default DefaultWorkers. The pool grows from
+	// MinWorkers toward it while work is held back and the CPU and memory
+	// allow (workers.go).
+	Workers int
+	// MinWorkers is the pool's floor and first size, default
+	// DefaultMinWorkers (at most Workers). MinWorkers = Workers is a fixed
+	// pool.
+	MinWorkers int
+	// MemoryBudget bounds what the pool grows into, in bytes: it stops
+	// growing at three quarters of it, shrinks above it, and never runs more
+	// workers than half of it holds at perSendBytes each. 0: GOMEMLIMIT,
+	// else three quarters of the cgroup's memory limit, else 1 GiB;
+	// negative: no budget.
+	MemoryBudget   int64
 	MaxDeliveryAge time.Duration    // stale cutoff, default 24h (MAX_DELIVERY_AGE_MS)
 	EventTTL       time.Duration    // TTL of the webhook.disabled event, default 90 days
 	SecretKey      *proto.SecretKey // decrypts enc: secrets; nil means none configured
@@ -72,9 +86,16 @@ type Config struct {
 // putting the delivery off.
 const fastAnswer = 100 * time.Millisecond
 
-// DefaultWorkers is how many deliveries one replica works on at once
-// unless Config.Workers says otherwise.
-const DefaultWorkers = 64
+// DefaultWorkers bounds how many deliveries one replica works on at once
+// unless Config.Workers says otherwise: thousands of goroutines waiting on
+// slow receivers are cheap, and the pool only grows that far while work
+// is held back and the CPU and the memory budget allow.
+const DefaultWorkers = 4096
+
+// DefaultMinWorkers is the worker pool's floor unless Config.MinWorkers
+// says otherwise: what a fast receiver needs (more goroutines only
+// contend for the CPU; docs/operations.md).
+const DefaultMinWorkers = 64
 
 // Inactive policies.
 const (
@@ -90,6 +111,13 @@ func (c Config) withDefaults() Config {
 	c.Queue = c.Queue.WithDefaults()
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
+	}
+	if c.MinWorkers <= 0 {
+		c.MinWorkers = DefaultMinWorkers
+	}
+	c.MinWorkers = min(c.MinWorkers, c.Workers)
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = defaultMemoryBudget()
 	}
 	if c.MaxDeliveryAge <= 0 {
 		c.MaxDeliveryAge = 24 * time.Hour
@@ -163,6 +191,7 @@ type Engine struct {
 	successes *successLedger
 	breakers  *breakers
 	inflight  *inflight
+	workers   *workers
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
@@ -186,7 +215,8 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	}
 	e.successes = newSuccessLedger(e)
 	e.breakers = newBreakers(cfg.Breaker)
-	e.inflight = newInflight(cfg.Workers, cfg.MaxInFlight, fastAnswer)
+	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
+	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	e.lineAlive = newKeepAlive(queue.OrderedAckWait / 4)
 	return e, nil
@@ -210,32 +240,18 @@ func (e *Engine) Run(ctx context.Context) error {
 	lineAliveDone := make(chan struct{})
 	go func() { defer close(lineAliveDone); e.lineAlive.run(workCtx) }()
 
-	work := newLanes(e.cfg.Workers)
+	work := newSizedLanes(min(e.workers.most, maxBuffer), e.workers.buffer)
+	f := newSizedFetched(min(e.workers.most, maxBuffer), e.workers.buffer)
 	var wg sync.WaitGroup
-	for range e.cfg.Workers {
-		wg.Go(func() {
-			for turn := 1; ; turn++ {
-				q, ok := work.next(turn)
-				if !ok {
-					return
-				}
-				if ctx.Err() != nil {
-					// Buffered but not started: hand it straight back so
-					// another replica can take it now rather than after
-					// AckWait.
-					q.withdraw()
-					release(q.m)
-					continue
-				}
-				e.handle(workCtx, q)
-			}
-		})
-	}
+	spawn := e.runWorkers(ctx, workCtx, work, &wg)
+	sized := make(chan struct{})
+	go func() { defer close(sized); e.sizeWorkers(ctx, work, f, spawn) }()
 
 	linesDone := make(chan struct{})
 	go func() { defer close(linesDone); e.runLines(ctx, work) }()
-	e.consume(ctx, work)
+	e.consume(ctx, work, f)
 	<-linesDone
+	<-sized // no worker starts after this
 	work.close()
 
 	done := make(chan struct{})
@@ -261,8 +277,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // consume feeds work from the durable consumer until ctx is done, opening
 // the consumer again whenever a fetch fails in a way that needs it (see
 // fetch.go for why the engine fetches rather than iterates).
-func (e *Engine) consume(ctx context.Context, work *lanes) {
-	f := newFetched(e.cfg.Workers)
+func (e *Engine) consume(ctx context.Context, work *lanes, f *fetched) {
 	fed := make(chan struct{})
 	go func() { defer close(fed); e.feed(ctx, f, work) }()
 	defer func() { close(f.items); <-fed }()

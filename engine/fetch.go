@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +17,8 @@ import (
 // outlived AckWait the server handed it to another replica while this one
 // still held it, two copies of one work item. A fetched item is registered
 // with keepAlive the moment the fetch returns it, and waits in the engine's
-// own buffer (at most Workers items, as the iterator's was) until a lane
+// own buffer (as many items as the live workers, as the iterator's was,
+// at most maxBuffer: workers.buffer) until a lane
 // has room.
 const (
 	// fetchExpiry bounds one fetch on an idle stream: a fetch that gets
@@ -31,21 +33,28 @@ const (
 	fetchHeartbeat = time.Second
 )
 
-// fetched is the engine's buffer between the fetches and the lanes. room
-// holds one token per free place; a fetch reserves the tokens it asks for,
-// gives back those it got no item for, and the feeder gives one back per
-// item it hands on, so a fetch never brings more than fits in items.
+// fetched is the engine's buffer between the fetches and the lanes. Its
+// size follows the worker pool's live size (workers.buffer), up to the
+// capacity of items. used counts the places reserved or holding an item; a
+// fetch reserves the places it asks for, gives back those it got no item
+// for, and the feeder gives one back per item it hands on, so a fetch
+// never brings more than fits.
 type fetched struct {
 	items chan queued
-	room  chan struct{}
+	size  func() int
+	mu    sync.Mutex
+	used  int
+	freed chan struct{} // signalled when places are given back or the size grows
 }
 
+// newFetched returns a buffer of a fixed size.
 func newFetched(size int) *fetched {
-	f := &fetched{items: make(chan queued, size), room: make(chan struct{}, size)}
-	for range size {
-		f.room <- struct{}{}
-	}
-	return f
+	return newSizedFetched(size, func() int { return size })
+}
+
+// newSizedFetched returns a buffer whose size follows size(), at most most.
+func newSizedFetched(most int, size func() int) *fetched {
+	return &fetched{items: make(chan queued, most), size: size, freed: make(chan struct{}, 1)}
 }
 
 // reserve waits until at least half of f is free and takes all the room
@@ -54,32 +63,44 @@ func newFetched(size int) *fetched {
 // round trip per many items rather than per item; it never starves the
 // workers, since while it waits f still holds half its items to hand on.
 func (f *fetched) reserve(ctx context.Context) int {
-	n := 0
-	for n < (cap(f.room)+1)/2 {
+	for ctx.Err() == nil {
+		f.mu.Lock()
+		size := min(f.size(), cap(f.items))
+		if free := size - f.used; free > 0 && free >= (size+1)/2 {
+			f.used += free
+			f.mu.Unlock()
+			return free
+		}
+		f.mu.Unlock()
 		select {
-		case <-f.room:
-			n++
+		case <-f.freed:
 		case <-ctx.Done():
-			f.unreserve(n)
-			return 0
 		}
 	}
-	for n < cap(f.room) {
-		select {
-		case <-f.room:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
+	return 0
 }
 
 // unreserve gives back n places.
 func (f *fetched) unreserve(n int) {
-	for range n {
-		f.room <- struct{}{}
+	f.mu.Lock()
+	f.used -= n
+	f.mu.Unlock()
+	f.roomChanged()
+}
+
+// roomChanged tells a reserve waiting for room to look again.
+func (f *fetched) roomChanged() {
+	select {
+	case f.freed <- struct{}{}:
+	default:
 	}
+}
+
+// free is how many places are free now.
+func (f *fetched) free() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return min(f.size(), cap(f.items)) - f.used
 }
 
 // pull fetches items into f until ctx is done (nil) or a fetch fails in a

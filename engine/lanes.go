@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -34,6 +35,19 @@ import (
 // behind slow sends never outlives AckWait.
 type lanes struct {
 	fresh, back chan queued
+	// depth is how many items the new lane buffers now (the back lane
+	// backDepth times as many): it follows the worker pool's live size
+	// (workers.buffer), so a pool grown for slow receivers buffers more
+	// and one shrunk back buffers less. The channels are made for the
+	// largest depth.
+	depth func() int
+	// taken is signalled when a worker takes an item or the depth grows,
+	// so a put waiting for room looks again.
+	taken chan struct{}
+	// retire wakes an idle worker so it can stop once the pool shrank
+	// (workers.retire).
+	retire chan struct{}
+	closed atomic.Bool
 }
 
 // queued is a buffered work item, its metadata (nil when it has none:
@@ -51,10 +65,11 @@ const (
 	// lane: work that comes back keeps at least about a quarter of the
 	// workers while new work waits too.
 	backShare = 4
-	// backDepth is how many items the back lane buffers, in workers: with
-	// 64 workers 256 items, a 250 ms tick's worth of 1,000 wake-ups a
-	// second. The items out at one replica (MaxAckPending) are then at
-	// most the fetch buffer, both lanes and the workers: 7 × Workers.
+	// backDepth is how many items the back lane buffers, in units of the
+	// new lane's depth: with 64 workers 256 items, a 250 ms tick's worth
+	// of 1,000 wake-ups a second. The items out at one replica
+	// (MaxAckPending) are then at most the fetch buffer, both lanes and
+	// the workers: the live workers + 6 × their buffer (workers.buffer).
 	backDepth = 4
 )
 
@@ -68,8 +83,15 @@ const (
 // schedule fired: it names the schedule's subject.
 const schedulerHeader = "Nats-Scheduler"
 
+// newLanes returns lanes of a fixed depth.
 func newLanes(workers int) *lanes {
-	return &lanes{fresh: make(chan queued, workers), back: make(chan queued, backDepth*workers)}
+	return newSizedLanes(workers, func() int { return workers })
+}
+
+// newSizedLanes returns lanes whose depth follows depth(), at most most.
+func newSizedLanes(most int, depth func() int) *lanes {
+	return &lanes{fresh: make(chan queued, most), back: make(chan queued, backDepth*most), depth: depth,
+		taken: make(chan struct{}, 1), retire: make(chan struct{})}
 }
 
 // comesBack says whether q is work that comes back rather than new work.
@@ -78,11 +100,19 @@ func (q queued) comesBack() bool {
 	return q.m.Headers().Get(schedulerHeader) != "" || q.md != nil && q.md.NumDelivered > 1
 }
 
-// put buffers q in its lane, waiting for room until ctx is done.
+// put buffers q in its lane, waiting for room until ctx is done. Only
+// the consumer's feeder puts, so room seen is room kept.
 func (l *lanes) put(ctx context.Context, q queued, back bool) bool {
-	ch := l.fresh
+	ch, mult := l.fresh, 1
 	if back {
-		ch = l.back
+		ch, mult = l.back, backDepth
+	}
+	for len(ch) >= min(cap(ch), mult*l.depth()) {
+		select {
+		case <-l.taken:
+		case <-ctx.Done():
+			return false
+		}
 	}
 	select {
 	case ch <- q:
@@ -92,16 +122,26 @@ func (l *lanes) put(ctx context.Context, q queued, back bool) bool {
 	}
 }
 
+// roomChanged tells a put waiting for room to look again.
+func (l *lanes) roomChanged() {
+	select {
+	case l.taken <- struct{}{}:
+	default:
+	}
+}
+
 // close ends both lanes once the consumer hands no more work; what is
 // buffered can still be taken.
 func (l *lanes) close() {
+	l.closed.Store(true)
 	close(l.fresh)
 	close(l.back)
 }
 
 // next is a worker's next item, new work first unless turn is a multiple
 // of backShare. It waits for one, and returns false once both lanes are
-// closed and empty.
+// closed and empty (done then says so) or when an idle worker is woken
+// to retire.
 func (l *lanes) next(turn int) (queued, bool) {
 	first, second := l.fresh, l.back
 	if turn%backShare == 0 {
@@ -110,6 +150,7 @@ func (l *lanes) next(turn int) (queued, bool) {
 	select {
 	case q, ok := <-first:
 		if ok {
+			l.roomChanged()
 			return q, true
 		}
 		first = nil
@@ -119,18 +160,28 @@ func (l *lanes) next(turn int) (queued, bool) {
 		select {
 		case q, ok := <-first:
 			if ok {
+				l.roomChanged()
 				return q, true
 			}
 			first = nil
 		case q, ok := <-second:
 			if ok {
+				l.roomChanged()
 				return q, true
 			}
 			second = nil
+		case <-l.retire:
+			return queued{}, false
 		}
 	}
 	return queued{}, false
 }
+
+// done reports whether the lanes are closed: no more work will come.
+func (l *lanes) done() bool { return l.closed.Load() }
+
+// backlog is how many items wait in the lanes for a worker.
+func (l *lanes) backlog() int { return len(l.fresh) + len(l.back) }
 
 // WorkStats counts the work items this replica's consumer handed to its
 // workers since it started, by lane.

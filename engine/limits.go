@@ -20,8 +20,14 @@ type inflight struct {
 	pool *adaptive.Pool
 }
 
-func newInflight(workers, bound int, fast time.Duration) *inflight {
-	return &inflight{pool: adaptive.NewPool(adaptive.PoolConfig{Workers: workers, Max: bound, FastAnswer: fast})}
+// newInflight shares the pool w among the subscriptions. A new
+// subscription starts at a quarter of the pool's floor (what the fixed
+// limit was), not of its cap: its limit doubles every round trip while it
+// is in use, and a black hole's first wave of timeouts stays small.
+func newInflight(w *workers, bound int, fast time.Duration) *inflight {
+	p := adaptive.NewPool(adaptive.PoolConfig{Workers: w.most, Max: bound, Initial: max(1, w.floor/4), FastAnswer: fast})
+	p.SetWorkers(w.now())
+	return &inflight{pool: p}
 }
 
 // acquire takes a send slot for subscription id, or says when the delivery

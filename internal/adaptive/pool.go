@@ -10,7 +10,9 @@ import (
 
 // PoolConfig tunes a Pool. Zero values take the defaults in withDefaults.
 type PoolConfig struct {
-	// Workers is the replica's worker pool, the most sends it runs at once.
+	// Workers is the replica's worker pool, the most sends it runs at once:
+	// the pool's size until SetWorkers changes it, and the bound of every
+	// endpoint's limit.
 	Workers int
 	// Max bounds every endpoint's limit (JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION);
 	// 0: no bound but Workers.
@@ -26,12 +28,13 @@ type PoolConfig struct {
 	FastAnswer time.Duration
 	// Reserve is how many workers slower endpoints leave to the others, so
 	// a delivery to anyone else always finds a worker without waiting for
-	// a slow send to end. Default an eighth of the workers.
+	// a slow send to end. Default an eighth of the workers (of the pool's
+	// size at the moment).
 	Reserve int
 	// Company is the most sends a slow endpoint may run while others were
 	// sent to within the last second: what it may hold of the workers the
-	// others need. Default a quarter of the workers (the fixed limit
-	// jetrelay had before it adapted).
+	// others need. Default a quarter of the workers (of the pool's size at
+	// the moment; the fixed limit jetrelay had before it adapted).
 	Company int
 	// Idle is how long an endpoint's learned limit is kept after its last
 	// send, default 5m.
@@ -54,13 +57,6 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	c.Initial = min(c.Initial, c.Max)
 	if c.FastAnswer <= 0 {
 		c.FastAnswer = 100 * time.Millisecond
-	}
-	if c.Reserve <= 0 {
-		c.Reserve = c.Workers / 8
-	}
-	c.Reserve = min(c.Reserve, c.Workers-1)
-	if c.Company <= 0 {
-		c.Company = max(1, c.Workers/4)
 	}
 	if c.Idle <= 0 {
 		c.Idle = 5 * time.Minute
@@ -107,8 +103,10 @@ type Pool struct {
 	cfg       PoolConfig
 	mu        sync.Mutex
 	keys      map[string]*endpoint
+	workers   int // the pool's size now (SetWorkers)
 	inflight  int // sends running, all endpoints
 	busy      int // endpoints with a send running or a worker waiting
+	squeezed  int // deliveries turned away below their endpoint's own limit since the last Demand
 	lastSweep time.Time
 	// The last endpoint that asked for a slot, when, and when another one
 	// last did: whether anyone but e is being sent to, in O(1).
@@ -132,7 +130,53 @@ func (e *endpoint) busy() bool { return e.inflight+e.waiting > 0 }
 // NewPool returns an empty pool.
 func NewPool(cfg PoolConfig) *Pool {
 	cfg = cfg.withDefaults()
-	return &Pool{cfg: cfg, keys: make(map[string]*endpoint)}
+	return &Pool{cfg: cfg, keys: make(map[string]*endpoint), workers: cfg.Workers}
+}
+
+// SetWorkers changes the pool's size (at least 1, at most
+// PoolConfig.Workers): the workers its sharing divides among the busy
+// endpoints. Sends already running are not affected.
+func (p *Pool) SetWorkers(n int) {
+	p.mu.Lock()
+	p.workers = max(1, min(n, p.cfg.Workers))
+	p.mu.Unlock()
+}
+
+// reserve is Reserve for the pool's size now, p.mu held.
+func (p *Pool) reserve() int {
+	r := p.cfg.Reserve
+	if r <= 0 {
+		r = p.workers / 8
+	}
+	return min(r, p.workers-1)
+}
+
+// company is Company for the pool's size now, p.mu held.
+func (p *Pool) company() int {
+	if p.cfg.Company > 0 {
+		return p.cfg.Company
+	}
+	return max(1, p.workers/4)
+}
+
+// Demand is what the endpoints asked of the pool recently: Want, the sum
+// of the limits of every endpoint that asked for a slot within the last
+// `recent` (what they could take at once were the pool large enough), and
+// Squeezed, how many deliveries were turned away since the last call while
+// their endpoint was below its own limit (the pool's sharing, not the
+// endpoint, held them back). It walks every endpoint the pool holds: call
+// it on a timer, not per send.
+func (p *Pool) Demand(recent time.Duration) (want, squeezed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for _, e := range p.keys {
+		if e.busy() || now.Sub(e.lastUsed) <= recent {
+			want += e.limit.Value()
+		}
+	}
+	squeezed, p.squeezed = p.squeezed, 0
+	return want, squeezed
 }
 
 // Acquire takes a send slot for endpoint id. If none is free and the
@@ -170,6 +214,9 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 		}
 		now = p.cfg.Now()
 	}
+	if e.inflight < e.limit.Value() {
+		p.squeezed++
+	}
 	latency := e.limit.Latency()
 	if latency == 0 {
 		latency = max(now.Sub(e.firstSend), p.cfg.FastAnswer)
@@ -200,7 +247,7 @@ func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
 		served := float64(p.capacity(e)) * float64(p.cfg.FastAnswer) / float64(e.limit.Latency())
 		return e.waiting < max(e.inflight, int(served))
 	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
-		return e.waiting+e.inflight < p.cfg.Workers-p.cfg.Reserve
+		return e.waiting+e.inflight < p.workers-p.reserve()
 	}
 	return false
 }
@@ -263,12 +310,12 @@ func (p *Pool) capacity(e *endpoint) int {
 	if !e.busy() {
 		busy++ // e is asking, so it is busy too
 	}
-	usable := p.cfg.Workers - p.cfg.Reserve
+	usable := p.workers - p.reserve()
 	share := usable / busy
 	room := usable - (p.inflight - e.inflight)
 	most := max(share, room)
 	if p.othersActive(e) {
-		most = min(most, p.cfg.Company)
+		most = min(most, p.company())
 	}
 	return max(1, min(limit, most))
 }

@@ -185,7 +185,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		}
 		log.Info("transports compiled in", "schemes", strings.Join(s.registry.Schemes(), ","))
 		s.engine, err = engine.New(s.rdb, s.engineJS, s.registry, engine.Config{
-			Queue: qc, Workers: cfg.Workers, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
+			Queue: qc, Workers: cfg.Workers, MinWorkers: cfg.MinWorkers, MemoryBudget: cfg.MemoryBudget, MaxDeliveryAge: cfg.MaxDeliveryAge, EventTTL: cfg.EventTTL,
 			SecretKey: key, DrainTimeout: cfg.DrainTimeout, Logger: log.With("component", "engine"), Observer: s.metrics,
 			TracerProvider: s.tracing.Provider(),
 			Breaker:        engine.BreakerConfig{Threshold: cfg.BreakerThreshold, OpenFor: cfg.BreakerOpenFor, MaxOpenFor: cfg.BreakerMaxOpenFor},
@@ -203,6 +203,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		s.metrics.WatchBreakers(s.engine.BreakerStats)
 		s.metrics.WatchLimits(s.engine.Limits)
 		s.metrics.WatchWork(s.engine.WorkStats)
+		s.metrics.WatchPool(s.engine.PoolStats)
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)

@@ -48,7 +48,7 @@ func perfFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.orderedDeliveries, "ordered-deliveries", 10000, "deliveries of the ordered case (one subscription, JETRELAY_ORDERING=strict)")
 	fs.IntVar(&o.slowDeliveries, "slow-deliveries", 10000, "deliveries of the slow-receiver cases")
 	fs.DurationVar(&o.slowDelay, "slow-delay", 50*time.Millisecond, "how long the slow receiver takes to answer")
-	fs.IntVar(&o.sizedWorkers, "sized-workers", 256, "JETRELAY_WORKERS for the extra slow-receiver case sized as docs/operations.md says (rate × latency); 0 skips it")
+	fs.IntVar(&o.sizedWorkers, "sized-workers", 256, "a fixed pool (JETRELAY_WORKERS = JETRELAY_MIN_WORKERS) of this many workers for the extra slow-receiver case, hand-sized at rate × latency: what the elastic default is measured against; 0 skips it")
 	fs.IntVar(&o.fanSubs, "fan-subs", 1000, "subscriptions of the fan-out case, all matching every event")
 	fs.Float64Var(&o.fanDead, "fan-dead", 0.10, "share of the fan-out case's subscriptions whose endpoint is dead (connection refused)")
 	fs.IntVar(&o.fanEvents, "fan-events", 20, "events of the fan-out case (each is one delivery per subscription)")
@@ -188,8 +188,8 @@ func runPerformance(ctx context.Context, b *benchContext, o *perfOptions) (*benc
 			if o.sizedWorkers == 0 {
 				return nil, nil
 			}
-			r, err := p.e2e(ctx, e2eCase{id: "slow-sized", title: fmt.Sprintf("receiver taking %s, %d workers", o.slowDelay, o.sizedWorkers), layout: fast,
-				delay: o.slowDelay, events: o.slowDeliveries, settings: map[string]string{"JETRELAY_WORKERS": fmt.Sprint(o.sizedWorkers)}})
+			r, err := p.e2e(ctx, e2eCase{id: "slow-sized", title: fmt.Sprintf("receiver taking %s, fixed pool of %d workers", o.slowDelay, o.sizedWorkers), layout: fast,
+				delay: o.slowDelay, events: o.slowDeliveries, settings: map[string]string{"JETRELAY_WORKERS": fmt.Sprint(o.sizedWorkers), "JETRELAY_MIN_WORKERS": fmt.Sprint(o.sizedWorkers)}})
 			return []*perfResult{r}, err
 		}},
 		{"reference-slow", one(func() (*perfResult, error) {

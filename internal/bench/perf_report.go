@@ -345,7 +345,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 }
 
 func engineDefaults() string {
-	return fmt.Sprintf("%d workers, MaxAckPending %d, adaptive per-subscription in-flight limits with no bound but the workers", engine.DefaultWorkers, queue.DefaultMaxAckPending)
+	return fmt.Sprintf("an elastic worker pool of %d to %d workers, MaxAckPending %d, adaptive per-subscription in-flight limits with no bound but the workers", engine.DefaultMinWorkers, engine.DefaultWorkers, queue.DefaultMaxAckPending)
 }
 
 // caseNotes says what each case did beyond its title.

@@ -414,7 +414,7 @@ func (p *perfRun) ceiling(ctx context.Context) (*perfResult, error) {
 			return nil, err
 		}
 	}
-	workers := env.cfg.Workers
+	workers := env.cfg.MinWorkers // as many POSTers as a fast receiver gets
 	res := &perfResult{id: "ceiling", title: fmt.Sprintf("ceiling: %d workers POSTing, no queue", workers), kind: kindCeiling,
 		replicas: 1, workers: workers, latency: true, eventBytes: len(body)}
 	lifetime := !freshMemory()

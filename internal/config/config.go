@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -65,7 +66,9 @@ type Config struct {
 	StandardWebhooks    bool          // JETRELAY_STANDARD_WEBHOOKS: fleet default of Standard Webhooks signing
 	SecretRotationGrace time.Duration // JETRELAY_SECRET_ROTATION_GRACE: how long a replaced secret keeps signing
 
-	Workers int
+	Workers      int   // JETRELAY_WORKERS: the worker pool's cap
+	MinWorkers   int   // JETRELAY_MIN_WORKERS: its floor
+	MemoryBudget int64 // JETRELAY_MEMORY_BUDGET, bytes; 0: automatic, negative: none
 
 	BreakerThreshold  int
 	BreakerOpenFor    time.Duration
@@ -145,7 +148,9 @@ func options() []option {
 		{"EVENT_TTL_DAYS", "event-ttl-days", "90", "TTL of events jetrelay writes (webhook.disabled)", setDays(func(c *Config) *time.Duration { return &c.EventTTL })},
 		{"DELIVERY_TTL_DAYS", "delivery-ttl-days", "14", "delivery record TTL (records keep the TTL admin gave them)", setDays(func(c *Config) *time.Duration { return &c.DeliveryTTL })},
 		{"RETENTION_CLEANUP_INTERVAL_MS", "retention-interval-ms", "3600000", "period of the events:*/deliveries:* index trim (0 disables)", setMillis(func(c *Config) *time.Duration { return &c.RetentionEvery })},
-		{"JETRELAY_WORKERS", "workers", "64", "concurrent deliveries per engine replica", setInt(func(c *Config) *int { return &c.Workers })},
+		{"JETRELAY_WORKERS", "workers", "4096", "upper bound of concurrent deliveries per engine replica: the worker pool grows from JETRELAY_MIN_WORKERS toward it while slow receivers hold work back and CPU and JETRELAY_MEMORY_BUDGET allow", setInt(func(c *Config) *int { return &c.Workers })},
+		{"JETRELAY_MIN_WORKERS", "min-workers", "64", "the worker pool's floor and first size (what fast receivers need); at or above JETRELAY_WORKERS: a fixed pool of JETRELAY_WORKERS", setInt(func(c *Config) *int { return &c.MinWorkers })},
+		{"JETRELAY_MEMORY_BUDGET", "memory-budget", "0", "memory the worker pool may grow into (bytes, or with KiB/MiB/GiB); it stops growing at 3/4 of it and shrinks above it. 0: GOMEMLIMIT, else 3/4 of the cgroup memory limit, else 1GiB; -1: none", setBytes(func(c *Config) *int64 { return &c.MemoryBudget })},
 		{"JETRELAY_BREAKER_THRESHOLD", "breaker-threshold", "5", "consecutive failed attempts (no answer, 5xx, 408, 429) that open a subscription's circuit breaker", setInt(func(c *Config) *int { return &c.BreakerThreshold })},
 		{"JETRELAY_BREAKER_OPEN", "breaker-open", "5s", "first open period of a breaker; doubles while the endpoint stays down", setDuration(func(c *Config) *time.Duration { return &c.BreakerOpenFor })},
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
@@ -269,6 +274,12 @@ func (c *Config) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("JETRELAY_WORKERS (--workers) must be at least 1, got %d", c.Workers))
+	}
+	if c.MinWorkers < 1 {
+		errs = append(errs, fmt.Errorf("JETRELAY_MIN_WORKERS (--min-workers) must be at least 1, got %d", c.MinWorkers))
+	}
+	if c.MemoryBudget < -1 {
+		errs = append(errs, fmt.Errorf("JETRELAY_MEMORY_BUDGET (--memory-budget) must be a size, 0 (automatic) or -1 (none), got %d", c.MemoryBudget))
 	}
 	if c.BreakerThreshold < 1 {
 		errs = append(errs, fmt.Errorf("JETRELAY_BREAKER_THRESHOLD (--breaker-threshold) must be at least 1, got %d", c.BreakerThreshold))
@@ -431,6 +442,29 @@ func setInt(field func(*Config) *int) func(*Config, string) error {
 			return fmt.Errorf("not an integer: %q", v)
 		}
 		*field(c) = n
+		return nil
+	}
+}
+
+// setBytes reads a size in bytes, with an optional KiB, MiB or GiB
+// suffix; -1 and 0 pass as they are.
+func setBytes(field func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		num, unit := strings.TrimSpace(v), int64(1)
+		for _, u := range []struct {
+			suffix string
+			size   int64
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+			if n, ok := strings.CutSuffix(num, u.suffix); ok {
+				num, unit = strings.TrimSpace(n), u.size
+				break
+			}
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n > math.MaxInt64/unit {
+			return fmt.Errorf("not a size (bytes, or a number with KiB, MiB or GiB): %q", v)
+		}
+		*field(c) = n * unit
 		return nil
 	}
 }

@@ -216,7 +216,7 @@ func TestGetenv_AnswersLoadedSettingsThenTheEnvironment(t *testing.T) {
 	for key, want := range map[string]string{
 		"JETRELAY_SQS_REGION":   "eu-west-1", // the flag, not the environment
 		"JETRELAY_SQS_ENDPOINT": "http://127.0.0.1:4566",
-		"JETRELAY_WORKERS":      "64", // a default
+		"JETRELAY_WORKERS":      "4096", // a default
 		"AWS_ACCESS_KEY_ID":     "AKID",
 		"AWS_SECRET_ACCESS_KEY": "",
 	} {

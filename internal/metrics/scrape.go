@@ -174,6 +174,19 @@ func (m *Metrics) WatchWork(stats func() engine.WorkStats) {
 	}})
 }
 
+// WatchPool reports the engine's elastic worker pool (engine.PoolStats):
+// its size now, the workers busy, and the most it may grow to. Call it at
+// most once.
+func (m *Metrics) WatchPool(stats func() engine.PoolStats) {
+	d := prometheus.NewDesc("jetrelay_engine_workers", "This replica's worker pool, by state: size (now; it follows demand), busy (handling an item), max (JETRELAY_WORKERS or the memory budget's share).", []string{"state"}, nil)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{d}, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		gauge(ch, d, float64(s.Workers), "size")
+		gauge(ch, d, float64(s.Busy), "busy")
+		gauge(ch, d, float64(s.Max), "max")
+	}})
+}
+
 // WatchReadiness reports each /readyz check, run at scrape time with all
 // checks at once under ScrapeTimeout. Call it at most once.
 func (m *Metrics) WatchReadiness(checks map[string]mgmt.Check) {

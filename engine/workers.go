@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// workers is the engine's elastic worker pool. Its size follows demand
+// rather than a fixed count: a replica sending to receivers that take
+// 200 ms needs thousands of sends in flight to use its CPU, one sending to
+// a receiver that answers in a millisecond needs a few dozen, and a fixed
+// count is wrong for one of them (measured: 64 workers delivered 305/s to
+// 100 subscriptions taking 200 ms with a quarter of a core busy; 2,048
+// delivered 4,787/s).
+//
+// Every tick the pool looks at what held work back since the last one:
+// deliveries turned away below their subscription's own adaptive limit
+// (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
+// in the lanes while (nearly) every worker was busy. If work was held back, the CPU
+// is not saturated and memory is below the budget, it doubles (as a new
+// subscription's limit does in slow start),
+// up to the sum of the busy subscriptions' limits (what their endpoints
+// can take) plus a reserve, the cap (Config.Workers) and the memory
+// budget's share (Config.MemoryBudget / perSendBytes). Otherwise it
+// shrinks by an eighth per tick toward the workers busy now, never below
+// Config.MinWorkers. A saturated CPU holds it where it is: more sends in
+// flight would only wait for the CPU too, and the subscriptions' latency
+// signal cuts their limits. So a fast receiver is served by the floor's
+// workers, as before, and slow ones get as many as the machine can drive.
+type workers struct {
+	floor, most int // Config.MinWorkers; the cap, the smaller of Config.Workers and the memory budget's share
+	budget      int64
+	size        atomic.Int64 // the pool's size now
+	running     atomic.Int64 // worker goroutines
+	busy        atomic.Int64 // workers handling an item
+	cpu         cpuMeter
+	memory      []metrics.Sample
+}
+
+const (
+	// sizeTick is how often the pool is resized: doubling, from 64 workers
+	// to 2,048 in about a second and a half.
+	sizeTick = 250 * time.Millisecond
+	// perSendBytes is what one send in flight is assumed to cost: its
+	// goroutine's stack, its connection's buffers and goroutines, the
+	// event's body and records. Measured with 200 ms receivers: about
+	// 60 KiB per worker between 64 and 2,048 workers.
+	perSendBytes = 64 << 10
+	// saturatedCPU is the share of GOMAXPROCS the process may use before
+	// the pool stops growing (cpuMeter also reports saturation when its
+	// goroutines wait for a CPU, as on a machine busy with other work).
+	saturatedCPU = 0.85
+	// maxBuffer bounds the fetch buffer and the new lane (the back lane
+	// holds backDepth times as many): enough to feed thousands of workers
+	// between two fetches, without thousands of items more held against
+	// MaxAckPending.
+	maxBuffer = 512
+	// recentDemand: a subscription asked for a slot within this long counts
+	// in the pool's demand.
+	recentDemand = time.Second
+)
+
+func newWorkers(floor, most int, budget int64) *workers {
+	if budget > 0 {
+		most = max(1, min(most, int(budget/2/perSendBytes)))
+	}
+	w := &workers{floor: min(floor, most), most: most, budget: budget,
+		memory: []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}}
+	w.size.Store(int64(w.floor))
+	return w
+}
+
+// now is the pool's size now.
+func (w *workers) now() int { return int(w.size.Load()) }
+
+// buffer is how many items the fetch buffer and the new lane hold now.
+func (w *workers) buffer() int { return min(w.now(), maxBuffer) }
+
+// leave says whether a worker should stop because the pool shrank below
+// the goroutines running, and if so counts it out.
+func (w *workers) leave() bool {
+	for {
+		r := w.running.Load()
+		if r <= w.size.Load() {
+			return false
+		}
+		if w.running.CompareAndSwap(r, r-1) {
+			return true
+		}
+	}
+}
+
+// memoryInUse is the Go runtime's memory not returned to the OS: about
+// the process's resident memory.
+func (w *workers) memoryInUse() int64 {
+	metrics.Read(w.memory)
+	return int64(w.memory[0].Value.Uint64() - w.memory[1].Value.Uint64())
+}
+
+// pressure is what one tick saw.
+type pressure struct {
+	want     int     // sum of the busy subscriptions' limits
+	squeezed int     // deliveries held back by the pool's sharing
+	waiting  int     // items waiting in the lanes for a worker
+	busy     int     // workers handling an item
+	cpu      float64 // share of GOMAXPROCS the process used, 0..1+
+	memory   int64   // bytes in use
+}
+
+// resize computes the pool's next size from what the last tick saw.
+func (w *workers) resize(p pressure) int {
+	size := w.now()
+	// Work waiting while (nearly) every worker is busy: a sample between
+	// two items of a worker must not read as idle.
+	heldBack := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
+	switch {
+	case w.budget > 0 && p.memory > w.budget:
+		size -= size / 4
+	case heldBack && p.cpu < saturatedCPU && (w.budget <= 0 || p.memory < w.budget*3/4):
+		// Up to what the subscriptions could take, with room for the
+		// reserve and the work around the sends.
+		bound := p.want + p.want/4 + w.floor
+		size = max(size, min(size+max(size, 8), bound))
+	case heldBack:
+		// Saturated: hold.
+	default:
+		size = max(p.busy+p.busy/4, size-size/8)
+	}
+	return max(w.floor, min(size, w.most))
+}
+
+// run resizes the pool every sizeTick until ctx is done, starting workers
+// with spawn as it grows and waking idle ones as it shrinks.
+func (e *Engine) sizeWorkers(ctx context.Context, work *lanes, f *fetched, spawn func()) {
+	w := e.workers
+	t := time.NewTicker(sizeTick)
+	defer t.Stop()
+	w.cpu.sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		want, squeezed := e.inflight.pool.Demand(recentDemand)
+		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: int(w.busy.Load()), cpu: w.cpu.sample()}
+		if w.budget > 0 {
+			p.memory = w.memoryInUse()
+		}
+		before, after := w.now(), w.resize(p)
+		if after == before {
+			continue
+		}
+		w.size.Store(int64(after))
+		e.inflight.pool.SetWorkers(after)
+		if after > before {
+			for w.running.Load() < int64(after) {
+				w.running.Add(1)
+				spawn()
+			}
+			work.roomChanged()
+			f.roomChanged()
+			continue
+		}
+		for range before - after {
+			select {
+			case work.retire <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// runWorkers starts the pool's first workers and returns the function that
+// starts one more; wg counts them all.
+func (e *Engine) runWorkers(ctx, workCtx context.Context, work *lanes, wg *sync.WaitGroup) func() {
+	w := e.workers
+	spawn := func() {
+		wg.Go(func() {
+			for turn := 1; ; turn++ {
+				q, ok := work.next(turn)
+				if !ok {
+					if work.done() {
+						w.running.Add(-1)
+						return
+					}
+					if w.leave() {
+						return
+					}
+					continue
+				}
+				if ctx.Err() != nil {
+					// Buffered but not started: hand it straight back so
+					// another replica can take it now rather than after
+					// AckWait.
+					q.withdraw()
+					release(q.m)
+					continue
+				}
+				w.busy.Add(1)
+				e.handle(workCtx, q)
+				w.busy.Add(-1)
+				if w.leave() {
+					return
+				}
+			}
+		})
+	}
+	for range w.now() {
+		w.running.Add(1)
+		spawn()
+	}
+	return spawn
+}
+
+// PoolStats is the engine's worker pool as the operator view and the
+// metrics show it.
+type PoolStats struct {
+	// Workers is the pool's size now.
+	Workers int
+	// Busy is how many of them handle a work item.
+	Busy int
+	// Min and Max bound the size: Config.MinWorkers, and the smaller of
+	// Config.Workers and the memory budget's share.
+	Min, Max int
+}
+
+// PoolStats reports the worker pool's size.
+func (e *Engine) PoolStats() PoolStats {
+	w := e.workers
+	return PoolStats{Workers: w.now(), Busy: int(w.busy.Load()), Min: w.floor, Max: w.most}
+}
+
+// cpuMeter measures the share of GOMAXPROCS the process used between two
+// samples, and how often its goroutines waited long to run: on a machine
+// shared with other processes the CPUs may be busy with their work while
+// this process uses little, and more sends in flight would only wait for
+// a CPU too.
+type cpuMeter struct {
+	at    time.Time
+	cpu   time.Duration
+	sched []metrics.Sample
+	prev  []uint64 // the scheduling-latency histogram's counts at the last sample
+}
+
+// sample returns the share used since the last sample (0 the first time),
+// or 1 when more than a quarter of the goroutines that ran since waited
+// longer than lateRun for a CPU.
+func (c *cpuMeter) sample() float64 {
+	now, cpu := time.Now(), processCPU()
+	prevAt, prevCPU := c.at, c.cpu
+	c.at, c.cpu = now, cpu
+	late := c.lateRuns()
+	if prevAt.IsZero() || cpu <= 0 {
+		return 0
+	}
+	if late > 0.25 {
+		return 1
+	}
+	wall := now.Sub(prevAt) * time.Duration(runtime.GOMAXPROCS(0))
+	if wall <= 0 {
+		return 0
+	}
+	return float64(cpu-prevCPU) / float64(wall)
+}
+
+// lateRun is a scheduling latency that means the CPUs are saturated: a
+// whole time slice (the scheduler preempts a goroutine after 10 ms), not
+// the short waits of a burst of sends answered at once.
+const lateRun = 10 * time.Millisecond
+
+// lateRuns is the share of goroutine schedulings since the last call that
+// waited longer than lateRun to run.
+func (c *cpuMeter) lateRuns() float64 {
+	if c.sched == nil {
+		c.sched = []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	}
+	metrics.Read(c.sched)
+	if c.sched[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := c.sched[0].Value.Float64Histogram()
+	first := c.prev == nil
+	if len(c.prev) != len(h.Counts) {
+		c.prev = make([]uint64, len(h.Counts))
+	}
+	var all, late uint64
+	for i, n := range h.Counts {
+		d := n - c.prev[i]
+		c.prev[i] = n
+		all += d
+		if h.Buckets[i] >= lateRun.Seconds() {
+			late += d
+		}
+	}
+	if first || all == 0 {
+		return 0
+	}
+	return float64(late) / float64(all)
+}
