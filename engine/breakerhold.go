@@ -79,6 +79,32 @@ func (e *Engine) holdForBreaker(h *handling) settlement {
 	return ack()
 }
 
+// alreadyHeld settles a copy of a delivery whose record says it is held for
+// its breaker: when the held copy is stored, this copy only makes sure the
+// subscription's held-check is scheduled (the hold may have failed between
+// the two) and is acked, so the delivery stays in one place. ok is false
+// when no held copy is stored (the hold failed before it): the caller then
+// handles the item as the delivery's only copy.
+func (e *Engine) alreadyHeld(h *handling) (settlement, bool) {
+	d := h.delivery()
+	stream, err := e.js.Stream(h.ctx, e.cfg.Queue.Stream)
+	if err != nil {
+		return e.infraRetry(h, fmt.Errorf("look for a held copy: %w", err)), true
+	}
+	w, err := e.cfg.Queue.FindWaiting(h.ctx, stream, d.SubscriptionID, h.id)
+	switch {
+	case err != nil:
+		return e.infraRetry(h, fmt.Errorf("look for a held copy: %w", err)), true
+	case !w.Held:
+		return settlement{}, false
+	}
+	if err := e.ensureBreakerCheck(h.ctx, d.SubscriptionID, d.NextRetryAt.Time, h.now); err != nil {
+		return e.infraRetry(h, fmt.Errorf("schedule held-check: %w", err)), true
+	}
+	h.log.Debug("delivery already held for its breaker; duplicate copy settled", "outcome", "duplicate")
+	return ack(), true
+}
+
 // ensureBreakerCheck makes sure subscription sub's held-check fires by the
 // breaker's next probe time and by releaseBy. A pending check that fires
 // early enough is left alone (one read, no write): a backlog held in one

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -215,5 +216,43 @@ func TestBreakerHold_ARestartedEngineReleasesTheHeldBacklogOnceTheEndpointIsBack
 		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
 			t.Fatalf("record = %s; want SUCCESS from the restarted engine", rec.Raw)
 		}
+	}
+}
+
+// A second copy of a delivery the breaker holds (a redelivery, or the item
+// back after its hold failed between storing the held copy and scheduling
+// the check) must not also become a wake-up: the delivery would then be in
+// two places, and at its release-by two last-chance sends would go out.
+func TestBreakerHold_ASecondCopyOfAHeldDeliveryLeavesItInOnePlace(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		// No probe during the test: the hold is all there is.
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Minute, MaxOpenFor: time.Minute}
+	}})
+	sub := openBreaker(t, e, down, slowPolicy())
+	id := e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the delivery to be held", func() bool {
+		ok, n := e.settled(t, []string{id})
+		return ok && n == 1
+	})
+	ctx := context.Background()
+	before := handled(e.engine)
+	copyMsg := queue.NewMsg(e.qc.Subject, id)
+	copyMsg.Header.Del(jetstream.MsgIDHeader) // a copy, not a publish the dedupe window would drop
+	if _, err := e.js.PublishMsg(ctx, copyMsg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the second copy to be handled", func() bool { return handled(e.engine) > before })
+	e.idle(t)
+	st, err := e.js.Stream(ctx, e.qc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.GetLastMsgForSubject(ctx, e.qc.ScheduleSubject(id)); err == nil {
+		t.Fatalf("the held delivery also has a wake-up (%s): it is in two places", m.Subject)
+	}
+	if n := e.heldCount(t, sub); n != 1 {
+		t.Fatalf("%d held copies, want the one", n)
 	}
 }

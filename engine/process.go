@@ -120,6 +120,14 @@ func (e *Engine) process(h *handling) settlement {
 		return e.fail(h, proto.ExpiredMessage(age, e.cfg.MaxDeliveryAge), "stale")
 	}
 	if d.NextRetryAt != nil && d.NextRetryAt.Sub(h.now) > 100*time.Millisecond && h.msg.Headers().Get(queue.ReleasedHeader) == "" {
+		if d.Waiting != nil && *d.Waiting == reasonBreakerOpen {
+			// Held for the breaker, or about to be: a second copy, or this
+			// item back after its hold failed half-way. A wake-up now would
+			// put the delivery in two places (breakerhold.go).
+			if s, ok := e.alreadyHeld(h); ok {
+				return s
+			}
+		}
 		// An early copy (a duplicate, a legacy retry entry, a wake-up
 		// replaced by a later one): wait for the time the record names
 		// instead of sending ahead of the backoff or the put-off. A
