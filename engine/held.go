@@ -234,3 +234,22 @@ func (e *Engine) releaseHeld(ctx context.Context, subID string, c *heldCheck) (i
 		n++
 	}
 }
+
+// heldCheckAgain is the wake-up of a held-check that must be looked at again
+// (its handling failed: Redis or JetStream unreachable). It keeps what the
+// fired check carried — the probe time and interval, the evidence time —
+// and its own subject (an evidence check stays on its own, so it does not
+// replace the regular check): without them the retry would probe at once
+// with the first interval, and an evidence check's release would be lost.
+func (e *Engine) heldCheckAgain(fired jetstream.Msg, subID string, at time.Time) *nats.Msg {
+	msg := queue.NewHeldCheckMsg(e.cfg.Queue, subID, at)
+	for _, k := range []string{queue.ProbeAtHeader, queue.ProbeEveryHeader, queue.EvidenceAtHeader} {
+		if v := fired.Headers().Get(k); v != "" {
+			msg.Header.Set(k, v)
+		}
+	}
+	if from := fired.Headers().Get(schedulerHeader); from == e.cfg.Queue.EvidenceCheckSubject(subID) {
+		msg.Subject = from
+	}
+	return msg
+}

@@ -42,7 +42,7 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 		subID := string(m.Data())
 		s := e.checkHeld(ctx, subID, m.Headers(), handlings)
 		q.withdraw()
-		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewHeldCheckMsg(e.cfg.Queue, subID, at) })
+		e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return e.heldCheckAgain(m, subID, at) })
 		return
 	}
 	id, err := queue.DeliveryID(m)
