@@ -104,8 +104,10 @@ func TestBreakerHold_ABacklogBehindAnOpenBreakerCostsO1PerOpenPeriodAndGoesOutRi
 		held = n
 		return ok
 	})
-	if held < backlog-10 || e.heldCount(t, sub) != held {
-		t.Fatalf("%d of %d deliveries held, %d in the stream; want all but the few sent before the breaker opened", held, backlog, e.heldCount(t, sub))
+	// The records and the stream are read one after the other: a probe
+	// (one per 1 s open period) may be released in between.
+	if n := e.heldCount(t, sub); held < backlog-10 || n > held || n < held-3 {
+		t.Fatalf("%d of %d deliveries held, %d in the stream; want all but the few sent before the breaker opened", held, backlog, n)
 	}
 	// The record says why and until when each one waits.
 	for _, id := range ids[len(ids)-10:] {
