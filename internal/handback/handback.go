@@ -138,13 +138,34 @@ func (h *handback) checkStopped(ctx context.Context) error {
 // other, and without the consumer nothing can be handed to an engine while
 // they are handed back.
 func (h *handback) resetConsumer(ctx context.Context) error {
-	err := h.js.DeleteConsumer(ctx, h.qc.Stream, h.qc.Consumer)
+	names := []string{h.qc.Consumer}
+	// The ordered lines' consumers (one per ordered subscription) hold
+	// pending and pinning state of their own.
+	st, err := h.js.Stream(ctx, h.qc.Stream)
 	switch {
-	case err == nil:
-		h.log.Info("engine consumer removed; jetrelay run creates it again", "consumer", h.qc.Consumer)
-	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
-	default:
-		return fmt.Errorf("handback: remove consumer %s: %w", h.qc.Consumer, err)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("handback: stream %s: %w", h.qc.Stream, err)
+	}
+	lister := st.ConsumerNames(ctx)
+	for name := range lister.Name() {
+		if strings.HasPrefix(name, h.qc.OrderedConsumerPrefix()) {
+			names = append(names, name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("handback: list consumers of %s: %w", h.qc.Stream, err)
+	}
+	for _, name := range names {
+		err := h.js.DeleteConsumer(ctx, h.qc.Stream, name)
+		switch {
+		case err == nil:
+			h.log.Info("engine consumer removed; jetrelay run creates it again", "consumer", name)
+		case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrConsumerNotFound):
+		default:
+			return fmt.Errorf("handback: remove consumer %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -2,8 +2,11 @@ package handback_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetrelay/jetrelay/internal/handback"
 	"github.com/jetrelay/jetrelay/internal/queue"
@@ -16,6 +19,11 @@ func TestRun_HandsAnOrderedLineBackInItsOrder(t *testing.T) {
 	line := []string{"del_line0000000001", "del_line0000000002", "del_line0000000003"}
 	for _, id := range line {
 		w.publish(t, queue.NewMsg(w.qc.OrderedSubject("whsub_ordered00001"), id))
+	}
+	// The line's consumer, as an engine left it (pending and pinning
+	// state of its own): handback removes it with the shared one.
+	if _, err := queue.EnsureOrderedConsumer(ctx, w.js, w.qc, "whsub_ordered00001"); err != nil {
+		t.Fatal(err)
 	}
 
 	rep, err := handback.Run(ctx, w.rdb, w.js, handback.Config{Queue: w.qc})
@@ -34,5 +42,8 @@ func TestRun_HandsAnOrderedLineBackInItsOrder(t *testing.T) {
 	}
 	if n := w.streamMsgs(t); n != 0 || rep.Removed != len(line) {
 		t.Errorf("%d messages left in the stream, %d removed; want the whole line handed back", n, rep.Removed)
+	}
+	if _, err := w.js.Consumer(ctx, w.qc.Stream, w.qc.OrderedConsumerName("whsub_ordered00001")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("the line's consumer is still there after handback (err %v)", err)
 	}
 }

@@ -46,8 +46,11 @@ func (c Config) OrderedSubjects() string { return c.WithDefaults().Subject + ".o
 
 // OrderedConsumerName is the durable of subscriptionID's line.
 func (c Config) OrderedConsumerName(subscriptionID string) string {
-	return c.WithDefaults().Consumer + "-line-" + SubjectToken(subscriptionID)
+	return c.OrderedConsumerPrefix() + SubjectToken(subscriptionID)
 }
+
+// OrderedConsumerPrefix starts the name of every ordered line's consumer.
+func (c Config) OrderedConsumerPrefix() string { return c.WithDefaults().Consumer + "-line-" }
 
 // OrderedConsumerConfig is the consumer of subscriptionID's line.
 func OrderedConsumerConfig(c Config, subscriptionID string) jetstream.ConsumerConfig {
