@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -117,11 +116,11 @@ func (e *Engine) ensureBreakerCheck(ctx context.Context, sub string, releaseBy, 
 		at = releaseBy
 	}
 	if pending, ok := e.pendingCheck(ctx, sub); ok {
-		pat, err := scheduledAt(pending.Header)
-		if err == nil && !pat.After(at) {
+		pat, ok := queue.ScheduledAt(pending.Header.Get(queue.ScheduleHeader))
+		if ok && !pat.After(at) {
 			return nil
 		}
-		if err == nil {
+		if ok {
 			// Keep the pending check's probe time and interval (it may
 			// have doubled them); only make it fire sooner.
 			if p, d, ok := probeHeaders(pending.Header); ok {
@@ -154,14 +153,6 @@ func breakerCheckMsg(c queue.Config, sub string, at, probeAt time.Time, every ti
 	return m
 }
 
-// scheduledAt is the fire time of a held-check.
-func scheduledAt(h nats.Header) (time.Time, error) {
-	v := h.Get(queue.ScheduleHeader)
-	if len(v) < 4 || v[:4] != "@at " {
-		return time.Time{}, errors.New("not an @at schedule")
-	}
-	return time.Parse(time.RFC3339Nano, v[4:])
-}
 
 // probeHeaders reads a held-check's probe time and interval.
 func probeHeaders(h nats.Header) (time.Time, time.Duration, bool) {

@@ -21,7 +21,7 @@ type outcome struct {
 	err     error
 	traceID string // the event's trace_id, copied into a delivery that has none
 	// lastChance marks a send through an open breaker at the end of the
-	// delivery's schedule (admitLastChance): a failure is final.
+	// delivery's schedule (admitThrough): a failure is final.
 	lastChance bool
 }
 

@@ -66,7 +66,7 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 // plus the sum of its policy's delays, plus one open period of the breaker.
 // A breaker may hold a delivery back until then, never longer (DESIGN
 // decision 8): the delivery then gets its last-chance send
-// (admitLastChance), because the reference fails a dead endpoint's
+// (admitThrough), because the reference fails a dead endpoint's
 // deliveries on that timeline and auto-disable counts on it. The open
 // period added is the first one, not the one the breaker has doubled to.
 func (e *Engine) scheduleEnd(h *handling) time.Time {

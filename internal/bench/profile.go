@@ -73,15 +73,10 @@ var profileComponents = []struct{ name, marker string }{
 	{"Go scheduler / netpoll / syscalls", "runtime."},
 }
 
-// summarizeProfile decodes a gzipped pprof profile (the protobuf
-// perftools.profiles.Profile, read field by field) into a profileSummary
-// by component.
-func summarizeProfile(gz []byte) (*profileSummary, error) {
-	return summarizeProfileBy(gz, componentOf)
-}
-
-// summarizeProfileBy is summarizeProfile with the samples attributed by
-// classify, which is given each sample's stack, innermost function first.
+// summarizeProfileBy decodes a gzipped pprof profile (the protobuf
+// perftools.profiles.Profile, read field by field) into a profileSummary,
+// the samples attributed by classify (componentOf, or the cost model's
+// steps), which is given each sample's stack, innermost function first.
 func summarizeProfileBy(gz []byte, classify func(stack []string) string) (*profileSummary, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
