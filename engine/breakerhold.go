@@ -153,7 +153,6 @@ func breakerCheckMsg(c queue.Config, sub string, at, probeAt time.Time, every ti
 	return m
 }
 
-
 // probeHeaders reads a held-check's probe time and interval.
 func probeHeaders(h nats.Header) (time.Time, time.Duration, bool) {
 	at, err1 := time.Parse(time.RFC3339Nano, h.Get(queue.ProbeAtHeader))
