@@ -160,7 +160,11 @@ func (c *heldCheck) decide(m *jetstream.RawStreamMsg) (bool, string, time.Time) 
 	case due:
 		return true, queue.ReleasedDue, by
 	case !c.active:
-		// Paused since: kept until its release-by, then held as paused.
+		// Paused or disabled since it was held: released now, the engine
+		// holds it again as the subscription's (its record then says so,
+		// and it waits for the subscription, not for a breaker). The tag
+		// keeps its record's next_retry_at from putting it off again.
+		return true, queue.ReleasedInactive, by
 	case !c.evidence.IsZero() && headerTime(m.Header, queue.HeldAtHeader).Before(c.evidence):
 		return true, queue.ReleasedEvidence, by
 	case c.probe:
@@ -170,6 +174,11 @@ func (c *heldCheck) decide(m *jetstream.RawStreamMsg) (bool, string, time.Time) 
 	c.keptBreaker = true
 	return false, "", by
 }
+
+// inactiveLookahead bounds how many held deliveries of an inactive
+// subscription a held-check reads past the first one it keeps, looking for
+// a breaker's held deliveries among them.
+const inactiveLookahead = 256
 
 // holdLookahead is how far past the first delivery it keeps a held-check
 // keeps looking: held deliveries are in hold order, which is release-by
@@ -192,7 +201,7 @@ func (e *Engine) releaseHeld(ctx context.Context, subID string, c *heldCheck) (i
 	c.released = map[string]int{}
 	filter := e.cfg.Queue.HeldSubjects(subID)
 	horizon := c.now.Add(e.holdLookahead())
-	n := 0
+	n, beyond := 0, 0
 	for seq := uint64(1); ; {
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -208,7 +217,15 @@ func (e *Engine) releaseHeld(ctx context.Context, subID string, c *heldCheck) (i
 				c.nextBy = by
 			}
 			if by.After(horizon) {
-				return n, nil
+				// An inactive subscription's held deliveries wait for it
+				// (their stale times are a day out). A breaker's held
+				// before it turned inactive may sit among the first of
+				// them (parallel workers holding both kinds as it
+				// turned): look a bounded stretch further for those.
+				if c.active || beyond >= inactiveLookahead {
+					return n, nil
+				}
+				beyond++
 			}
 			continue
 		}

@@ -71,6 +71,9 @@ const (
 	ReleasedProbe = "probe"
 	// ReleasedDue: released at its release-by time, for its last chance.
 	ReleasedDue = "due"
+	// ReleasedInactive: released because its subscription is no longer
+	// ACTIVE, to be held again as the subscription's.
+	ReleasedInactive = "inactive"
 )
 
 // Waits is the WaitsHeader count a work item carries: 0 when it has none
