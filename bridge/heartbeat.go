@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // Queue modes a bridge announces in its heartbeat (Config.QueueMode).
@@ -16,25 +18,8 @@ const (
 // heartbeatLoop keeps this instance's heartbeat key alive every TTL/3, so a
 // couple of missed refreshes do not yet let another bridge adopt our list.
 func (b *Bridge) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(b.cfg.HeartbeatTTL / 3)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := b.beat(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			b.log.Warn("heartbeat refresh failed; other bridges may adopt this instance's processing list", "err", err)
-			failing = true
-		case err == nil && failing:
-			b.log.Info("heartbeat refresh works again")
-			failing = false
-		}
-	}
+	store.KeepBeating(ctx, b.cfg.HeartbeatTTL/3, b.beat, b.log,
+		"heartbeat refresh failed; other bridges may adopt this instance's processing list")
 }
 
 // beat writes the heartbeat key with its TTL (the value is for operators)

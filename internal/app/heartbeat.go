@@ -42,25 +42,8 @@ func (h *engineHeartbeat) beat(ctx context.Context) error {
 
 // loop refreshes the heartbeat every third of its TTL until ctx ends.
 func (h *engineHeartbeat) loop(ctx context.Context) {
-	t := time.NewTicker(h.every)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := h.beat(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			h.log.Warn("engine heartbeat refresh failed; `jetrelay handback` may take this engine for stopped", "err", err)
-			failing = true
-		case err == nil && failing:
-			h.log.Info("engine heartbeat refresh works again")
-			failing = false
-		}
-	}
+	store.KeepBeating(ctx, h.every, h.beat, h.log,
+		"engine heartbeat refresh failed; `jetrelay handback` may take this engine for stopped")
 }
 
 // runEngine runs the engine under its heartbeat: the first beat is written

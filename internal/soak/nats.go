@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
 // natsCluster is a JetStream cluster of real nats-server processes on
@@ -85,33 +87,15 @@ func (c *natsCluster) node(name string) *natsNode {
 	return nil
 }
 
-// awaitJetStream waits until the cluster answers JetStream requests, which
-// it does once a meta leader is elected.
+// awaitJetStream waits up to a minute until the cluster answers JetStream
+// requests, which it does once a meta leader is elected.
 func (c *natsCluster) awaitJetStream(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(c.URLs(), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		return err
+	if err := testenv.AwaitJetStream(ctx, c.URLs()); err != nil {
+		return fmt.Errorf("soak: nats cluster has no JetStream meta leader: %w", err)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	for {
-		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := js.AccountInfo(actx)
-		acancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("soak: nats cluster has no JetStream meta leader: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // restart stops node with sig and starts it again once it has exited.

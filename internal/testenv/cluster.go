@@ -67,7 +67,7 @@ func Cluster(t testing.TB, n int) *ClusterEnv {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.awaitMetaLeader(ctx); err != nil {
+	if err := AwaitJetStream(ctx, c.ClientURLs()); err != nil {
 		t.Fatalf("testenv: cluster has no JetStream meta leader: %v", err)
 	}
 	return c
@@ -88,10 +88,12 @@ func (n *clusterNode) start() error {
 	return nil
 }
 
-// awaitMetaLeader polls the cluster until JetStream answers account
-// requests, which it does only once a meta leader is elected.
-func (c *ClusterEnv) awaitMetaLeader(ctx context.Context) error {
-	nc, err := nats.Connect(c.ClientURLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+// AwaitJetStream polls the NATS servers at urls (comma separated) until
+// JetStream answers account requests, which a cluster does only once a meta
+// leader is elected, or ctx ends. The soak's clusters of real nats-server
+// processes wait with it too.
+func AwaitJetStream(ctx context.Context, urls string) error {
+	nc, err := nats.Connect(urls, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		return err
 	}
