@@ -5,9 +5,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/internal/bench"
 	"github.com/jetrelay/jetrelay/internal/demo"
-	"github.com/jetrelay/jetrelay/internal/inbox"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
-	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
 
 // wrapped runs a family's own argument parser under the root command.
@@ -24,18 +22,6 @@ func demoCommand(getenv func(string) string) *cobra.Command {
 func benchCommand(getenv func(string) string) *cobra.Command {
 	return wrapped("bench", "benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)", func(cmd *cobra.Command, args []string) error {
 		return bench.Run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr(), version)
-	})
-}
-
-func subscriptionsCommand(getenv func(string) string) *cobra.Command {
-	return wrapped("subscriptions", "create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses", func(cmd *cobra.Command, args []string) error {
-		return subscriptions.Run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
-	})
-}
-
-func inboxCommand(getenv func(string) string) *cobra.Command {
-	return wrapped("inbox", "serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)", func(cmd *cobra.Command, args []string) error {
-		return inbox.Command(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	})
 }
 

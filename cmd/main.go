@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jetrelay/jetrelay/internal/cli"
+	"github.com/jetrelay/jetrelay/internal/inbox"
+	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
 
 // version is set at build time with
@@ -84,12 +86,12 @@ flag value, wrong number of arguments).`
 		runCommand(getenv),
 		demoCommand(getenv),
 		benchCommand(getenv),
-		subscriptionsCommand(getenv),
+		subscriptions.NewCommand(getenv),
 	)
 	root.AddCommand(opsCommands(getenv)...)
 	root.AddCommand(
 		handbackCommand(getenv),
-		inboxCommand(getenv),
+		inbox.NewCommand(getenv),
 		healthcheckCommand(getenv),
 		&cobra.Command{
 			Use:   "version",
