@@ -10,8 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jetrelay/jetrelay/internal/bench"
 	"github.com/jetrelay/jetrelay/internal/cli"
+	"github.com/jetrelay/jetrelay/internal/demo"
 	"github.com/jetrelay/jetrelay/internal/inbox"
+	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
 
@@ -84,15 +87,15 @@ flag value, wrong number of arguments).`
 	}
 	root.AddCommand(
 		runCommand(getenv),
-		demoCommand(getenv),
-		benchCommand(getenv),
+		demo.NewCommand(version, getenv),
+		bench.NewCommand(version, getenv),
 		subscriptions.NewCommand(getenv),
 	)
 	root.AddCommand(opsCommands(getenv)...)
 	root.AddCommand(
 		handbackCommand(getenv),
 		inbox.NewCommand(getenv),
-		healthcheckCommand(getenv),
+		mgmt.HealthcheckCommand(getenv),
 		&cobra.Command{
 			Use:   "version",
 			Short: "print the version",
