@@ -29,7 +29,7 @@ import (
 func NewCommand(getenv func(string) string) *cobra.Command {
 	return cli.Group(&cobra.Command{
 		Use:   "subscriptions",
-		Short: "create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses",
+		Short: "create|get|list|set-status|settings|ordering subscriptions for nats://, sqs:// and other transports admin's API refuses",
 		Long: fmt.Sprintf(`Subscriptions for any compiled-in transport (%s), stored exactly as
 cycles-server-admin stores them.
 
