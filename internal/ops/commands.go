@@ -47,7 +47,7 @@ func (f *filterFlags) any() bool {
 }
 
 func deliveriesList(getenv func(string) string) *cobra.Command {
-	c := newCommand("list [filters] [--limit N] [--offset N]", "list deliveries, newest attempt first, with filters", cli.NoArgs, getenv)
+	c := newCommand("list [filters] [--limit N] [--offset N]", "list deliveries by status, subscription, tenant, event type and attempt time, a page at a time", cli.NoArgs, getenv)
 	var ff filterFlags
 	ff.register(c, "PENDING, RETRYING, SUCCESS, FAILED, or undelivered (all but SUCCESS); comma-separated")
 	limit := c.flags().Int("limit", 50, "deliveries per page (0: all)")
