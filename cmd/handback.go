@@ -1,22 +1,33 @@
 package jetrelaycmd
 
 import (
-	"context"
-	"io"
-	"os"
+	"github.com/spf13/cobra"
 
 	"github.com/jetrelay/jetrelay/internal/app"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/handback"
 )
 
-// cmdHandback is `jetrelay handback`: with every jetrelay process stopped,
-// return what jetrelay holds to the reference service's Redis keys (rollback,
-// docs/migration.md). It reads the same settings as run.
-func cmdHandback(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load("handback", args, os.Getenv, stdout)
-	if err != nil {
-		return err
+// handbackCommand is `jetrelay handback`: with every jetrelay process
+// stopped, return what jetrelay holds to the reference service's Redis keys
+// (rollback, docs/migration.md). It reads the same settings as run.
+func handbackCommand(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "handback",
+		Short: "rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)",
+		Long: "Rollback: with every jetrelay process stopped, return every delivery jetrelay holds to the reference\n" +
+			"service's dispatch:pending / dispatch:retry (docs/migration.md). It reads the settings of 'jetrelay run'.\n\n" + settingsHelp,
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.FromFlags(cmd.Flags(), getenv)
+			if err != nil {
+				return err
+			}
+			return handback.Command(cmd.Context(), cfg, app.NewLogger(cfg.LogFormat, cfg.LogLevel, cmd.ErrOrStderr()), cmd.OutOrStdout())
+		},
 	}
-	return handback.Command(ctx, cfg, app.NewLogger(cfg.LogFormat, cfg.LogLevel, stderr), stdout)
+	config.AddFlags(cmd.Flags())
+	cmd.Flags().SortFlags = false // the option table's order, which groups them
+	return cmd
 }

@@ -2,16 +2,18 @@ package jetrelaycmd
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/jetrelay/jetrelay/internal/bench"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/demo"
+	"github.com/jetrelay/jetrelay/internal/inbox"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
 	"github.com/jetrelay/jetrelay/internal/subscriptions"
 )
@@ -34,71 +36,72 @@ var version = "0.1.0-dev"
 //
 //	func main() { jetrelaycmd.Main() }
 func Main() {
-	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
-func realMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
+// realMain runs one command line and returns its exit status: 0 on
+// success; 2 on a usage error, printed as one line with a pointer to the
+// command's --help; 1 on any other error, printed once.
+func realMain(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch args[0] {
-	case "run":
-		err = cmdRun(ctx, args[1:], stdout, stderr)
-	case "demo":
-		err = demo.Run(ctx, args[1:], stdout, stderr, version)
-	case "bench":
-		err = bench.Run(ctx, args[1:], stdout, stderr, version)
-	case "subscriptions":
-		err = subscriptions.Run(ctx, args[1:], stdout, stderr)
-	case "deliveries", "quarantine", "status", "events":
-		err = cmdOps(ctx, args, stdout, stderr)
-	case "handback":
-		err = cmdHandback(ctx, args[1:], stdout, stderr)
-	case "inbox":
-		err = cmdInbox(ctx, args[1:], stdout, stderr)
-	case "healthcheck":
-		err = mgmt.HealthcheckCommand(ctx, args[1:], os.Getenv, stdout)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "jetrelay", version)
-	case "help", "-h", "--help":
-		usage(stdout)
-	default:
-		fmt.Fprintf(stderr, "jetrelay: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
-	}
+	root := newRoot(getenv)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
+	case cli.IsUsage(err):
+		fmt.Fprintf(stderr, "jetrelay: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return 2
 	default:
 		fmt.Fprintln(stderr, "jetrelay:", err)
 		return 1
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `jetrelay: webhook and event delivery on NATS JetStream (Cycles events service replacement)
+// newRoot is the jetrelay command with every subcommand; getenv is the
+// environment every command reads its settings from.
+func newRoot(getenv func(string) string) *cobra.Command {
+	// Commands in the order they are listed here: run first, version last.
+	cobra.EnableCommandSorting = false
+	root := cli.NewRoot("jetrelay")
+	root.Short = "webhook and event delivery on NATS JetStream (Cycles events service replacement)"
+	root.Long = `jetrelay: webhook and event delivery on NATS JetStream (Cycles events service replacement).
 
-Commands:
-  run       run the bridge (Redis dispatch:pending → JetStream) and the engine (JetStream → destinations)
-  demo      self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress
-  bench     benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)
-  subscriptions  create|get|list|set-status subscriptions for nats://, sqs:// and other transports admin's API refuses
-  deliveries     list|inspect|requeue deliveries: what happened to an event, where it is now, send it again
-  quarantine     list|requeue entries of dispatch:failed
-  status         queue depth, in flight, scheduled, held, bridges, breakers and limits per replica
-  events         emit an event and its deliveries as admin does (try a real delivery in one command)
-  handback  rollback: with jetrelay stopped, return every delivery it holds to dispatch:pending / dispatch:retry (docs/migration.md)
-  inbox     serve|list|inspect|replay|purge a durable receiving inbox in PostgreSQL (verify, store, forward)
-  healthcheck  exit 0 when this host's jetrelay answers /readyz (or --url) with 2xx, 1 otherwise: a container's health check
-  version   print the version
-
-Run 'jetrelay <command> --help' for the command's settings.
-`)
+Flags may come before or after a command's arguments. Exit status: 0 on
+success, 1 on an error, 2 on a usage error (unknown command or flag, bad
+flag value, wrong number of arguments).`
+	root.Version = version
+	root.SetVersionTemplate("jetrelay {{.Version}}\n")
+	root.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return cli.Usagef("unknown command %q", args[0])
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cli.Usagef("name a command: %s", cli.Subcommands(cmd))
+	}
+	root.AddCommand(
+		runCommand(getenv),
+		demo.NewCommand(version, getenv),
+		bench.NewCommand(version, getenv),
+		subscriptions.NewCommand(getenv),
+	)
+	root.AddCommand(opsCommands(getenv)...)
+	root.AddCommand(
+		handbackCommand(getenv),
+		inbox.NewCommand(getenv),
+		mgmt.HealthcheckCommand(getenv),
+		&cobra.Command{
+			Use:   "version",
+			Short: "print the version",
+			Args:  cli.NoArgs,
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "jetrelay", version) },
+		},
+	)
+	return root
 }

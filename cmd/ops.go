@@ -1,11 +1,11 @@
 package jetrelaycmd
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/config"
@@ -14,13 +14,16 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 )
 
-// cmdOps is the operator command families `deliveries`, `quarantine`,
-// `status` and `events` (internal/ops).
-func cmdOps(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	// A command reports an unreachable Redis in its own error; go-redis's
-	// retry chatter would only bury it.
-	store.RouteRedisLogs(slog.New(slog.DiscardHandler))
-	return ops.Main(ctx, args, ops.IO{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+// opsCommands are the operator command families `deliveries`,
+// `quarantine`, `status` and `events` (internal/ops).
+func opsCommands(getenv func(string) string) []*cobra.Command {
+	cmds := ops.Commands(getenv)
+	for _, c := range cmds {
+		// A command reports an unreachable Redis in its own error;
+		// go-redis's retry chatter would only bury it.
+		c.PersistentPreRun = func(*cobra.Command, []string) { store.RouteRedisLogs(slog.New(slog.DiscardHandler)) }
+	}
+	return cmds
 }
 
 // statusRoutes serve `jetrelay status` as JSON on the management port: the

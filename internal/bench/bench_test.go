@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/jetrelay/jetrelay/internal/cli"
 )
 
 // The benchmark itself is a command, not a test; this runs it with tiny
@@ -21,7 +25,7 @@ func TestBench_IsolationScenarioWritesItsDocument(t *testing.T) {
 	args := []string{"--scenario", "isolation", "--healthy-subs", "2", "--rate", "40", "--duration", "1s",
 		"--bad-deliveries", "30", "--slow-delay", "300ms", "--settle", "20s", "--out", out}
 	var stdout, stderr bytes.Buffer
-	if err := Run(t.Context(), args, &stdout, &stderr, "test"); err != nil {
+	if err := execute(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	doc, err := os.ReadFile(out)
@@ -56,7 +60,7 @@ func TestBench_RejectsUnknownScenarioAndBadNumbers(t *testing.T) {
 		{"--scenario", "performance", "--fan-dead", "1"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if err := Run(t.Context(), args, &stdout, &stderr, "test"); err == nil {
+		if err := execute(t.Context(), args, &stdout, &stderr); err == nil {
 			t.Errorf("%q: accepted, want an error (stderr %q)", args, stderr.String())
 		}
 	}
@@ -76,7 +80,7 @@ func TestBench_PerformanceScenarioWritesDocumentAndChart(t *testing.T) {
 		"--deliveries", "200", "--ref-deliveries", "50", "--rates", "200", "--rate-for", "500ms", "--queued", "300",
 		"--ceiling-for", "300ms", "--settle", "30s", "--relay-binary", buildRelay(t), "--out", out}
 	var stdout, stderr bytes.Buffer
-	if err := Run(t.Context(), args, &stdout, &stderr, "test"); err != nil {
+	if err := execute(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	doc, err := os.ReadFile(out)
@@ -131,7 +135,7 @@ func buildRelay(t *testing.T) string {
 func TestBench_LimitsScenarioWritesTheChartAndTheTurningPoints(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "limits.png")
 	var stdout, stderr bytes.Buffer
-	if err := Run(t.Context(), []string{"--scenario", "limits", "--workers", "32", "--for", "20s", "--chart", chart}, &stdout, &stderr, "test"); err != nil {
+	if err := execute(t.Context(), []string{"--scenario", "limits", "--workers", "32", "--for", "20s", "--chart", chart}, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	for _, want := range []*regexp.Regexp{
@@ -149,4 +153,14 @@ func TestBench_LimitsScenarioWritesTheChartAndTheTurningPoints(t *testing.T) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Errorf("chart is not a PNG")
 	}
+}
+
+// execute runs `jetrelay bench args...` as the binary does.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := cli.NewRoot("jetrelay")
+	root.AddCommand(NewCommand("test", os.Getenv))
+	root.SetArgs(append([]string{"bench"}, args...))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
 }

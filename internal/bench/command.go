@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +14,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jetrelay/jetrelay/internal/cli"
 )
 
 // benchScenario is one workload of `jetrelay bench`. Each scenario owns its
@@ -25,7 +29,7 @@ type benchScenario struct {
 	about string
 	// flags registers the scenario's settings on fs and returns the function
 	// that runs it once they are parsed.
-	flags func(fs *flag.FlagSet) benchRun
+	flags func(fs *pflag.FlagSet) benchRun
 }
 
 // benchRun runs a scenario and reports what it measured.
@@ -66,40 +70,59 @@ type benchReport struct {
 	section string
 }
 
-// Run is `jetrelay bench` with its command-line arguments: a scenario run
-// end to end on this machine, everything on loopback, nothing left behind.
-// version labels the jetrelay stacks it starts.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version string) error {
+// NewCommand is `jetrelay bench`: a scenario run end to end on this
+// machine, everything on loopback, nothing left behind. version labels the
+// jetrelay stacks it starts; getenv is the environment its tuning
+// variables come from.
+//
+// Each scenario owns its flags, so the command parses them itself once
+// --scenario has said which scenario runs.
+func NewCommand(version string, getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                "bench --scenario NAME [flags]",
+		Short:              "benchmark a scenario on this machine (e.g. --scenario isolation --out docs/isolation.md)",
+		DisableFlagParsing: true,
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(cmd, args, version, getenv)
+	}
+	return cmd
+}
+
+func run(cmd *cobra.Command, args []string, version string, getenv func(string) string) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	sc, err := scenarioNamed(scenarioArg(args))
 	if err != nil {
-		return err
+		return cli.Usagef("%w", err)
 	}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var about strings.Builder
+	fmt.Fprintf(&about, "Benchmark a scenario on this machine. Scenarios:\n\n")
+	for _, s := range benchScenarios {
+		fmt.Fprintf(&about, "  %-12s %s\n", s.name, s.about)
+	}
+	fmt.Fprintf(&about, "\nFlags of scenario %q (name a scenario with --help for its flags); the JETRELAY_* tuning variables of 'jetrelay run' apply too.", sc.name)
+	cmd.Long = about.String()
+	fs := cmd.Flags()
 	fs.String("scenario", benchScenarios[0].name, "scenario to run: "+scenarioNames())
 	out := fs.String("out", "", "also write the result, the machine and the command to this Markdown file (e.g. docs/isolation.md)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
-	verbose := fs.Bool("v", false, "show jetrelay's own logs (info and above)")
+	verbose := fs.BoolP("verbose", "v", false, "show jetrelay's own logs (info and above)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	run := sc.flags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: jetrelay bench --scenario NAME [flags]\n\nScenarios:\n")
-		for _, s := range benchScenarios {
-			fmt.Fprintf(stderr, "  %-10s %s\n", s.name, s.about)
-		}
-		fmt.Fprintf(stderr, "\nFlags (of scenario %q; JETRELAY_* tuning variables of `jetrelay run` apply too):\n", sc.name)
-		fs.PrintDefaults()
-	}
+	scenario := sc.flags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cli.Usagef("%w", err)
+	}
+	if help, _ := fs.GetBool("help"); help {
+		return cmd.Help()
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+		return cli.Usagef("bench: unexpected arguments %q", fs.Args())
 	}
+	ctx := cmd.Context()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: os.Getenv, out: *out, version: version}
+	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: getenv, out: *out, version: version}
 	if *verbose {
 		b.verbose = stderr
 	}
@@ -115,7 +138,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		defer pprof.StopCPUProfile()
 	}
 	started, loadBefore := time.Now(), loadAverage()
-	rep, err := run(ctx, b)
+	rep, err := scenario(ctx, b)
 	if err != nil {
 		return err
 	}

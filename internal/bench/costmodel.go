@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 )
 
 // costOptions are the costmodel scenario's flags.
@@ -23,7 +23,7 @@ type costOptions struct {
 	relayBinary string
 }
 
-func costFlags(fs *flag.FlagSet) benchRun {
+func costFlags(fs *pflag.FlagSet) benchRun {
 	o := &costOptions{}
 	fs.IntVar(&o.deliveries, "deliveries", 20000, "deliveries preloaded, then drained, in each of the two runs")
 	fs.IntVar(&o.subs, "subs", 1, "subscriptions (one tenant each) the deliveries are spread over")

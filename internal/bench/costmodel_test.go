@@ -64,7 +64,7 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 	}
 	args := []string{"--scenario", "costmodel", "--deliveries", "300", "--settle", "60s", "--relay-binary", buildRelay(t), "--out", out}
 	var stdout, stderr bytes.Buffer
-	if err := Run(t.Context(), args, &stdout, &stderr, "test"); err != nil {
+	if err := execute(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	raw, err := os.ReadFile(out)

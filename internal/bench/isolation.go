@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 	"github.com/jetrelay/jetrelay/transport/webhook"
+	"github.com/spf13/pflag"
 )
 
 // isolationOptions are the isolation scenario's flags.
@@ -37,7 +37,7 @@ const (
 	badEventType     = "budget.threshold_crossed"
 )
 
-func isolationFlags(fs *flag.FlagSet) benchRun {
+func isolationFlags(fs *pflag.FlagSet) benchRun {
 	o := &isolationOptions{}
 	fs.IntVar(&o.healthySubs, "healthy-subs", 20, "healthy subscriptions")
 	fs.Float64Var(&o.rate, "rate", 500, "healthy deliveries per second, all healthy subscriptions together")

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"image"
 	"image/color"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/adaptive"
+	"github.com/spf13/pflag"
 )
 
 // limitsOptions are the settings of the limits scenario.
@@ -21,7 +21,7 @@ type limitsOptions struct {
 	chart   string
 }
 
-func limitsFlags(fs *flag.FlagSet) benchRun {
+func limitsFlags(fs *pflag.FlagSet) benchRun {
 	o := &limitsOptions{}
 	fs.IntVar(&o.workers, "workers", 64, "workers of the simulated replica (JETRELAY_WORKERS)")
 	fs.DurationVar(&o.length, "for", time.Minute, "simulated time")

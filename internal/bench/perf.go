@@ -3,12 +3,13 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // perfOptions are the performance scenario's flags.
@@ -40,7 +41,7 @@ type perfOptions struct {
 	orderedDeliveries int
 }
 
-func perfFlags(fs *flag.FlagSet) benchRun {
+func perfFlags(fs *pflag.FlagSet) benchRun {
 	o := &perfOptions{}
 	fs.StringVar(&o.only, "only", "", "run only these cases, comma separated (of "+strings.Join(perfCaseIDs, ", ")+"); default all")
 	fs.IntVar(&o.subs, "subs", 10, "subscriptions (one tenant each, so every event is one delivery) of the fast, slow, fixed-rate and replica cases")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 
 	"github.com/jetrelay/jetrelay/internal/ssrf"
 	"github.com/jetrelay/jetrelay/proto"
@@ -115,7 +116,14 @@ type Config struct {
 // option is one setting: its environment name, flag name, default and help.
 type option struct {
 	env, flag, def, help string
-	set                  func(c *Config, v string) error
+	set                  setter
+}
+
+// setter parses a setting's value into its Config field; kind names the
+// value's form in --help (int, duration, ...).
+type setter struct {
+	kind string
+	fn   func(c *Config, v string) error
 }
 
 // options are jetrelay's own settings, with the compiled-in transport
@@ -186,7 +194,7 @@ func options() []option {
 func driverOptions() []option {
 	var out []option
 	for _, s := range transport.DriverSettings() {
-		out = append(out, option{s.Env, s.Flag, s.Default, s.Usage, func(*Config, string) error { return nil }})
+		out = append(out, option{s.Env, s.Flag, s.Default, s.Usage, setter{"string", func(*Config, string) error { return nil }}})
 	}
 	return out
 }
@@ -195,59 +203,78 @@ func driverOptions() []option {
 // flags in args. It returns flag.ErrHelp when args ask for help (after
 // printing usage to out).
 func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	// The flag package prints a parse error and then the whole usage (one
-	// line per setting): the error would scroll away above it. The error is
-	// returned instead, with a pointer to --help; usage is printed only when
-	// asked for.
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	// pflag prints a parse error and then the whole usage (one line per
+	// setting): the error would scroll away above it. The error is returned
+	// instead, with a pointer to --help; usage is printed only when asked for.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	loaded, err := Bind(fs, getenv)
-	if err != nil {
-		return nil, err
-	}
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+	AddFlags(fs)
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
 		Usage(out, name)
-		return nil, err
+		return nil, flag.ErrHelp
 	} else if err != nil {
 		return nil, fmt.Errorf("%w (jetrelay %s --help lists every flag)", err, name)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
 	}
-	return loaded()
+	return FromFlags(fs, getenv)
 }
 
-// Bind registers every setting as a flag on fs, with its value from the
-// environment (getenv) or its default already applied, so that other
-// commands (the operator tools) read exactly the settings `run` reads next
-// to flags of their own. After fs.Parse, loaded validates and returns the
-// Config.
-func Bind(fs *flag.FlagSet, getenv func(string) string) (loaded func() (*Config, error), err error) {
+// AddFlags registers every setting as a flag on fs, so that run, handback
+// and the operator tools read exactly the same settings. A flag's value is
+// checked as it is parsed (`--workers abc` is an error naming the flag);
+// FromFlags turns the parsed flags and the environment into the Config.
+func AddFlags(fs *pflag.FlagSet) {
+	for _, o := range options() {
+		f := fs.VarPF(&optionValue{o: o, v: o.def}, o.flag, "", o.help+" (env "+o.env+")")
+		if o.set.kind == "bool" {
+			f.NoOptDefVal = "true"
+		}
+	}
+}
+
+// optionValue is one setting as a pflag.Value: it keeps the text given
+// once the setting's parser accepts it.
+type optionValue struct {
+	o option
+	v string
+}
+
+func (v *optionValue) String() string { return v.v }
+func (v *optionValue) Type() string   { return v.o.set.kind }
+
+func (v *optionValue) Set(s string) error {
+	if err := v.o.set.fn(&Config{}, s); err != nil {
+		return err
+	}
+	v.v = s
+	return nil
+}
+
+// FromFlags builds and validates the Config from fs, parsed after AddFlags,
+// and the environment: a flag given on the command line wins over its
+// variable (getenv), which wins over the default.
+func FromFlags(fs *pflag.FlagSet, getenv func(string) string) (*Config, error) {
 	c := &Config{settings: make(map[string]string), getenv: getenv}
 	for _, o := range options() {
 		v := o.def
 		if e := getenv(o.env); e != "" {
 			v = e
 		}
-		if err := o.set(c, v); err != nil {
+		if f := fs.Lookup(o.flag); f != nil && f.Changed {
+			v = f.Value.String()
+		}
+		if err := o.set.fn(c, v); err != nil {
 			return nil, fmt.Errorf("config: %s=%q: %w", o.env, v, err)
 		}
 		c.settings[o.env] = v
-		fs.Func(o.flag, o.help+" (env "+o.env+")", func(s string) error {
-			if err := o.set(c, s); err != nil {
-				return err
-			}
-			c.settings[o.env] = s
-			return nil
-		})
 	}
-	return func() (*Config, error) {
-		if err := c.validate(); err != nil {
-			return nil, err
-		}
-		return c, nil
-	}, nil
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Usage prints every setting with its flag, environment name and default.
@@ -431,25 +458,25 @@ func redactURLError(err error) error {
 	return err
 }
 
-func setString(field func(*Config) *string) func(*Config, string) error {
-	return func(c *Config, v string) error { *field(c) = v; return nil }
+func setString(field func(*Config) *string) setter {
+	return setter{"string", func(c *Config, v string) error { *field(c) = v; return nil }}
 }
 
-func setInt(field func(*Config) *int) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setInt(field func(*Config) *int) setter {
+	return setter{"int", func(c *Config, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("not an integer: %q", v)
 		}
 		*field(c) = n
 		return nil
-	}
+	}}
 }
 
 // setBytes reads a size in bytes, with an optional KiB, MiB or GiB
 // suffix; -1 and 0 pass as they are.
-func setBytes(field func(*Config) *int64) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setBytes(field func(*Config) *int64) setter {
+	return setter{"size", func(c *Config, v string) error {
 		num, unit := strings.TrimSpace(v), int64(1)
 		for _, u := range []struct {
 			suffix string
@@ -466,51 +493,51 @@ func setBytes(field func(*Config) *int64) func(*Config, string) error {
 		}
 		*field(c) = n * unit
 		return nil
-	}
+	}}
 }
 
-func setBool(field func(*Config) *bool) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setBool(field func(*Config) *bool) setter {
+	return setter{"bool", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("not a boolean (true or false): %q", v)
 		}
 		*field(c) = b
 		return nil
-	}
+	}}
 }
 
-func setDuration(field func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setDuration(field func(*Config) *time.Duration) setter {
+	return setter{"duration", func(c *Config, v string) error {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("not a duration (e.g. 30s, 5m): %q", v)
 		}
 		*field(c) = d
 		return nil
-	}
+	}}
 }
 
-func setMillis(field func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setMillis(field func(*Config) *time.Duration) setter {
+	return setter{"ms", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n < 0 {
 			return fmt.Errorf("not a non-negative number of milliseconds: %q", v)
 		}
 		*field(c) = time.Duration(n) * time.Millisecond
 		return nil
-	}
+	}}
 }
 
-func setDays(field func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func setDays(field func(*Config) *time.Duration) setter {
+	return setter{"days", func(c *Config, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 || n > 3650 {
 			return fmt.Errorf("not a number of days between 1 and 3650: %q", v)
 		}
 		*field(c) = time.Duration(n) * 24 * time.Hour
 		return nil
-	}
+	}}
 }
 
 // MarkdownTable writes the settings as the Markdown table the README shows;

@@ -123,7 +123,7 @@ func TestLoad_HelpPrintsEverySettingAndReturnsErrHelp(t *testing.T) {
 func TestLoad_ABadFlagValueIsOneClearErrorNotTheWholeHelp(t *testing.T) {
 	var out bytes.Buffer
 	_, err := Load("run", []string{"--workers", "abc"}, envOf(), &out)
-	if err == nil || !strings.Contains(err.Error(), `invalid value "abc" for flag -workers`) || !strings.Contains(err.Error(), "jetrelay run --help") {
+	if err == nil || !strings.Contains(err.Error(), `invalid argument "abc" for "--workers" flag`) || !strings.Contains(err.Error(), "jetrelay run --help") {
 		t.Fatalf("err = %v, want the bad value named and a pointer to --help", err)
 	}
 	if out.Len() != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,11 +14,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/app"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
@@ -37,27 +38,44 @@ type demoSub struct {
 	deliveries        []string
 }
 
-// Run is `jetrelay demo` with its command-line arguments: everything on
-// loopback, nothing left behind. version labels the stack it starts.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	events := fs.Int("events", 20, "events to emit")
-	redisURL := fs.String("redis-url", "", "use this Redis instead of starting a throwaway redis-server (it WILL be written to)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	verbose := fs.Bool("v", false, "show jetrelay's own logs")
-	if err := fs.Parse(args); err != nil {
-		return err
+// options are the demo's flags.
+type options struct {
+	events   int
+	redisURL string
+	timeout  time.Duration
+	verbose  bool
+}
+
+// NewCommand is `jetrelay demo`: everything on loopback, nothing left
+// behind. version labels the stack it starts; getenv is the environment.
+func NewCommand(version string, getenv func(string) string) *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "self-contained demo: embedded NATS, throwaway redis-server, receiver, live progress",
+		Args:  cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr(), version, getenv)
+		},
 	}
-	if *events < 1 || *events > 100000 {
+	fs := cmd.Flags()
+	fs.IntVar(&o.events, "events", 20, "events to emit")
+	fs.StringVar(&o.redisURL, "redis-url", "", "use this Redis instead of starting a throwaway redis-server (it WILL be written to)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show jetrelay's own logs")
+	return cmd
+}
+
+func run(ctx context.Context, o options, stdout, stderr io.Writer, version string, getenv func(string) string) error {
+	if o.events < 1 || o.events > 100000 {
 		return fmt.Errorf("--events must be 1..100000")
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	out := &printer{w: stdout}
 
 	// 1. Redis: a throwaway server unless the user pointed us at one.
-	if *redisURL == "" {
+	if o.redisURL == "" {
 		srv, err := redisproc.Start(ctx, redisproc.Options{})
 		if err != nil {
 			if errors.Is(err, redisproc.ErrNotInstalled) {
@@ -66,10 +84,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 			return err
 		}
 		defer srv.Stop()
-		*redisURL = srv.URL()
+		o.redisURL = srv.URL()
 		out.f("● started a throwaway redis-server on %s (removed on exit)\n", srv.Addr())
 	} else {
-		out.f("● using Redis at %s\n", *redisURL)
+		out.f("● using Redis at %s\n", o.redisURL)
 	}
 
 	// 2. A receiver with one endpoint per story.
@@ -101,7 +119,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 	cfg, err := config.Load("demo", nil, func(k string) string {
 		switch k {
 		case "REDIS_URL":
-			return *redisURL
+			return o.redisURL
 		// The receiver is on 127.0.0.1 over http, which the SSRF guard's
 		// defaults refuse. The operator allow-list opens exactly that,
 		// without writing a policy into a Redis the user may have named.
@@ -129,10 +147,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		return err
 	}
 	logw := io.Discard
-	if *verbose {
+	if o.verbose {
 		logw = stderr
 	}
-	log := app.NewLogger("text", os.Getenv("JETRELAY_DEMO_LOG_LEVEL"), logw)
+	log := app.NewLogger("text", getenv("JETRELAY_DEMO_LOG_LEVEL"), logw)
 	s, err := app.New(ctx, cfg, log, version)
 	if err != nil {
 		return err
@@ -179,13 +197,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		}
 		out.f("  subscription %-7s %s  %s\n", d.name, id, d.story)
 	}
-	out.f("\n● emitting %d budget.exhausted events (SAVE_EVENT_LUA + SAVE_AND_ENQUEUE_ONCE_LUA → dispatch:pending)\n", *events)
+	out.f("\n● emitting %d budget.exhausted events (SAVE_EVENT_LUA + SAVE_AND_ENQUEUE_ONCE_LUA → dispatch:pending)\n", o.events)
 	bySub := make(map[string]*demoSub, len(subs))
 	for _, d := range subs {
 		bySub[d.id] = d
 	}
 	var all []string
-	for i := range *events {
+	for i := range o.events {
 		ev := admin.Event{
 			EventType: "budget.exhausted", TenantID: tenant, Scope: "tenant:" + tenant + "/workspace:demo",
 			Actor: &proto.Actor{Type: "api_key", KeyID: "key_demo"}, Source: "cycles-server",
@@ -234,7 +252,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, version s
 		select {
 		case <-ctx.Done():
 			out.f("\n")
-			return fmt.Errorf("demo did not finish in time (%s): %v", *timeout, ctx.Err())
+			return fmt.Errorf("demo did not finish in time (%s): %v", o.timeout, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -2,15 +2,17 @@ package demo
 
 import (
 	"bytes"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDemo_ShowsSuccessRetryAndFailure(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	if err := Run(t.Context(), []string{"--events", "5", "--timeout", "60s"}, &stdout, &stderr, "test"); err != nil {
+	if err := run(t.Context(), options{events: 5, timeout: 60 * time.Second}, &stdout, &stderr, "test", os.Getenv); err != nil {
 		t.Fatalf("jetrelay demo: %v; output:\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/inbox"
 )
 
@@ -30,8 +33,18 @@ func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); retur
 func command(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := inbox.Command(context.Background(), args, &out, &errOut)
+	err := execute(context.Background(), args, &out, &errOut)
 	return out.String() + errOut.String(), err
+}
+
+// execute runs `jetrelay inbox args...` as the binary does.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := cli.NewRoot("jetrelay")
+	root.AddCommand(inbox.NewCommand(os.Getenv))
+	root.SetArgs(append([]string{"inbox"}, args...))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
 }
 
 func TestCommand_InspectListReplayAndPurgeAnInboxEvent(t *testing.T) {
@@ -108,7 +121,7 @@ func TestCommand_ServeNeverWritesTheSigningSecret(t *testing.T) {
 	var logs lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- inbox.Command(ctx, []string{"serve", "--listen", addr, "--postgres-url", pg.URL, "--forward", "http://127.0.0.1:1/"}, &logs, &logs)
+		done <- execute(ctx, []string{"serve", "--listen", addr, "--postgres-url", pg.URL, "--forward", "http://127.0.0.1:1/"}, &logs, &logs)
 	}()
 	await(t, "the intake listens", func() bool {
 		c, err := net.Dial("tcp", addr)

@@ -2,14 +2,16 @@ package mgmt
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jetrelay/jetrelay/internal/cli"
 )
 
 // DefaultProbeTimeout bounds one healthcheck request: above the 800 ms
@@ -58,26 +60,26 @@ func DefaultProbeURL(getenv func(string) string) string {
 }
 
 // HealthcheckCommand is `jetrelay healthcheck`: it probes a running
-// jetrelay's management endpoint (by default this host's /readyz) and
-// returns nil when it is ready. A scratch image has no wget or curl, so a
-// container's HEALTHCHECK runs the binary itself.
-func HealthcheckCommand(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	url := fs.String("url", DefaultProbeURL(getenv), "URL to probe; 2xx is healthy (default: /readyz on MANAGEMENT_PORT of this host)")
-	timeout := fs.Duration("timeout", DefaultProbeTimeout, "how long to wait for the answer")
-	fs.Usage = func() {
-		fmt.Fprintln(stdout, "Usage: jetrelay healthcheck [--url URL] [--timeout D]\n\nExits 0 when URL answers 2xx, 1 otherwise (for container and orchestrator health checks).")
-		fs.PrintDefaults()
+// jetrelay's management endpoint (by default this host's /readyz, from
+// getenv's MANAGEMENT_PORT) and succeeds when it is ready. A scratch image
+// has no wget or curl, so a container's HEALTHCHECK runs the binary itself.
+func HealthcheckCommand(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "healthcheck [--url URL] [--timeout D]",
+		Short: "exit 0 when this host's jetrelay answers /readyz (or --url) with 2xx, 1 otherwise: a container's health check",
+		Long:  "Exits 0 when URL answers 2xx, 1 otherwise (for container and orchestrator health checks).",
+		Args:  cli.NoArgs,
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	url := cmd.Flags().String("url", "", "URL to probe; 2xx is healthy (default: /readyz on MANAGEMENT_PORT of this host)")
+	timeout := cmd.Flags().Duration("timeout", DefaultProbeTimeout, "how long to wait for the answer")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *timeout <= 0 {
+			return cli.Usagef("healthcheck: --timeout must be positive")
+		}
+		if *url == "" {
+			*url = DefaultProbeURL(getenv)
+		}
+		return Probe(cmd.Context(), *url, *timeout)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("healthcheck: unexpected argument %q", fs.Arg(0))
-	}
-	if *timeout <= 0 {
-		return errors.New("healthcheck: --timeout must be positive")
-	}
-	return Probe(ctx, *url, *timeout)
+	return cmd
 }

@@ -3,6 +3,7 @@ package mgmt
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -29,15 +30,15 @@ func TestHealthcheck_PassesOnlyWhileReadyzIsUp(t *testing.T) {
 		return ""
 	}
 	ctx := context.Background()
-	err := HealthcheckCommand(ctx, nil, env, &strings.Builder{})
+	err := healthcheck(ctx, env)
 	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("healthcheck with Redis down = %v, want an error with the 503 and the failing check", err)
 	}
 	down = false
-	if err := HealthcheckCommand(ctx, nil, env, &strings.Builder{}); err != nil {
+	if err := healthcheck(ctx, env); err != nil {
 		t.Errorf("healthcheck with every check up = %v, want nil", err)
 	}
-	if err := HealthcheckCommand(ctx, []string{"--url", srv.URL + "/healthz"}, env, &strings.Builder{}); err != nil {
+	if err := healthcheck(ctx, env, "--url", srv.URL+"/healthz"); err != nil {
 		t.Errorf("healthcheck --url …/healthz = %v, want nil", err)
 	}
 }
@@ -75,4 +76,14 @@ func TestDefaultProbeURL_UsesLoopbackForWildcardHosts(t *testing.T) {
 			t.Errorf("host %q port %q: %s, want %s", tc.host, tc.port, got, tc.want)
 		}
 	}
+}
+
+// healthcheck runs `jetrelay healthcheck args...` with env as the
+// environment.
+func healthcheck(ctx context.Context, env func(string) string, args ...string) error {
+	cmd := HealthcheckCommand(env)
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	return cmd.ExecuteContext(ctx)
 }

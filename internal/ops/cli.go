@@ -3,8 +3,6 @@ package ops
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/proto"
@@ -45,71 +46,55 @@ func (o IO) tty(w io.Writer) bool {
 // clear error in seconds rather than a hang.
 const connectTimeout = 5 * time.Second
 
-// command is one operator subcommand: its own flags, run's settings, and
-// --json.
+// command is one operator subcommand: its own flags, run's settings
+// (hidden from its help), and --json.
 type command struct {
-	name, usage string
-	fs          *flag.FlagSet
-	own         map[string]bool
-	loaded      func() (*config.Config, error)
-	json        bool
-	mgmtURLs    string
-	io          IO
+	cmd      *cobra.Command
+	json     bool
+	mgmtURLs string
+	io       IO
 }
 
-// newCommand starts a subcommand's flag set; add its own flags to c.fs,
-// then call parse.
-func newCommand(name, usage string, o IO) *command {
-	c := &command{name: name, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError), io: o}
-	c.fs.SetOutput(o.Stderr)
-	c.fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of a table")
+// connectionHelp is what every operator command says of run's settings,
+// which it takes too.
+const connectionHelp = `Connection settings are those of 'jetrelay run', with the same flags and
+environment variables (REDIS_URL or REDIS_HOST/REDIS_PORT/REDIS_PASSWORD,
+NATS_URL or JETRELAY_NATS_LISTEN, JETRELAY_STREAM, JETRELAY_SUBJECT,
+JETRELAY_CONSUMER, MANAGEMENT_PORT, ...): see 'jetrelay run --help'.`
+
+// newCommand starts a subcommand: add its own flags to c.flags(), then
+// call c.runs with what it does.
+func newCommand(use, short string, args cobra.PositionalArgs, getenv func(string) string) *command {
+	c := &command{cmd: &cobra.Command{Use: use, Short: short, Long: short + ".\n\n" + connectionHelp, Args: args}}
+	c.io.Getenv = getenv
+	c.flags().BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of a table")
 	return c
 }
 
+func (c *command) flags() *pflag.FlagSet { return c.cmd.Flags() }
+
 // managementFlag adds --management-urls for commands that read replicas.
 func (c *command) managementFlag() {
-	c.fs.StringVar(&c.mgmtURLs, "management-urls", "", "comma-separated management endpoints of the replicas, e.g. http://10.0.0.5:9980 (env JETRELAY_MANAGEMENT_URLS; default http://127.0.0.1:<MANAGEMENT_PORT>)")
+	c.flags().StringVar(&c.mgmtURLs, "management-urls", "", "comma-separated management endpoints of the replicas, e.g. http://10.0.0.5:9980 (env JETRELAY_MANAGEMENT_URLS; default http://127.0.0.1:<MANAGEMENT_PORT>)")
 }
 
-// parse binds run's settings, parses args (flags may follow positional
-// arguments) and returns the positional ones and the config.
-func (c *command) parse(args []string) ([]string, *config.Config, error) {
-	c.own = map[string]bool{}
-	c.fs.VisitAll(func(f *flag.Flag) { c.own[f.Name] = true })
-	loaded, err := config.Bind(c.fs, c.io.Getenv)
-	if err != nil {
-		return nil, nil, err
+// runs registers run's settings (hidden: 'jetrelay run --help' lists
+// them) and what the command does with its positional arguments and the
+// config.
+func (c *command) runs(run func(ctx context.Context, pos []string, cfg *config.Config) error) *cobra.Command {
+	own := map[string]bool{}
+	c.flags().VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	config.AddFlags(c.flags())
+	c.flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !own[f.Name] })
+	c.cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		c.io.Stdout, c.io.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+		cfg, err := config.FromFlags(cmd.Flags(), c.io.Getenv)
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), pos, cfg)
 	}
-	c.fs.Usage = c.printUsage
-	var pos []string
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			return nil, nil, err
-		}
-		if c.fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, c.fs.Arg(0))
-		args = c.fs.Args()[1:]
-	}
-	cfg, err := loaded()
-	return pos, cfg, err
-}
-
-func (c *command) printUsage() {
-	w := c.fs.Output()
-	fmt.Fprintf(w, "Usage: jetrelay %s\n\nFlags:\n", c.usage)
-	c.fs.VisitAll(func(f *flag.Flag) {
-		if c.own[f.Name] {
-			fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage)
-		}
-	})
-	fmt.Fprint(w, `
-Connection settings are those of 'jetrelay run', with the same flags and
-environment variables (REDIS_URL or REDIS_HOST/REDIS_PORT/REDIS_PASSWORD,
-NATS_URL or JETRELAY_NATS_LISTEN, JETRELAY_STREAM, JETRELAY_SUBJECT,
-JETRELAY_CONSUMER, MANAGEMENT_PORT, ...): see 'jetrelay run --help'.
-`)
+	return c.cmd
 }
 
 // open connects to Redis (required) and, when withJetStream, to the
@@ -220,63 +205,24 @@ func parseTime(flagName, s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%w: --%s %q is not an RFC 3339 time (2026-11-24T08:00:00Z), a date (2026-11-24) or an age (90m, 2h, 7d)", ErrBadFilter, flagName, s)
 }
 
-// Main runs one operator command family: args[0] is deliveries, quarantine,
-// status or events. It returns flag.ErrHelp after printing help.
-func Main(ctx context.Context, args []string, o IO) error {
-	if len(args) == 0 {
-		return errors.New("ops: no command")
+// Commands are the operator command families deliveries, quarantine,
+// status and events; getenv is the environment their settings come from.
+func Commands(getenv func(string) string) []*cobra.Command {
+	return []*cobra.Command{
+		cli.Group(&cobra.Command{
+			Use:   "deliveries",
+			Short: "list|inspect|requeue deliveries: what happened to an event, where it is now, send it again",
+			Long:  "What happened to an event, where its deliveries are now, and sending them again.\n\n" + connectionHelp,
+		}, deliveriesList(getenv), deliveriesInspect(getenv), deliveriesRequeue(getenv)),
+		cli.Group(&cobra.Command{
+			Use:   "quarantine",
+			Short: "list|requeue entries of dispatch:failed",
+			Long:  "Entries of dispatch:failed: work items that could not be processed.\n\n" + connectionHelp,
+		}, quarantineList(getenv), quarantineRequeue(getenv)),
+		status(getenv),
+		cli.Group(&cobra.Command{
+			Use:   "events",
+			Short: "emit an event and its deliveries as admin does (try a real delivery in one command)",
+		}, eventsEmit(getenv)),
 	}
-	sub := func(family string, cmds map[string]func(context.Context, []string, IO) error, help string) error {
-		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
-			fmt.Fprint(o.Stdout, help)
-			if len(args) < 2 {
-				return fmt.Errorf("%s: name a subcommand (see 'jetrelay %s --help')", family, family)
-			}
-			return flag.ErrHelp
-		}
-		run, ok := cmds[args[1]]
-		if !ok {
-			fmt.Fprint(o.Stderr, help)
-			return fmt.Errorf("%s: unknown subcommand %q", family, args[1])
-		}
-		return run(ctx, args[2:], o)
-	}
-	switch args[0] {
-	case "deliveries":
-		return sub("deliveries", map[string]func(context.Context, []string, IO) error{
-			"list": deliveriesList, "inspect": deliveriesInspect, "requeue": deliveriesRequeue,
-		}, deliveriesHelp)
-	case "quarantine":
-		return sub("quarantine", map[string]func(context.Context, []string, IO) error{
-			"list": quarantineList, "requeue": quarantineRequeue,
-		}, quarantineHelp)
-	case "events":
-		return sub("events", map[string]func(context.Context, []string, IO) error{"emit": eventsEmit}, eventsHelp)
-	case "status":
-		return status(ctx, args[1:], o)
-	}
-	return fmt.Errorf("ops: unknown command %q", args[0])
 }
-
-const deliveriesHelp = `Usage: jetrelay deliveries <subcommand> [flags]
-
-  list     [--status S] [--subscription ID] [--tenant T] [--event-type T] [--since T] [--until T] [--limit N] [--offset N]
-  inspect  DELIVERY_ID      the record, its event and subscription, attempts, where it is now and what happens next
-  requeue  DELIVERY_ID...   or requeue --status FAILED [filters]: back to PENDING, attempts reset, sent again once
-
-Every subcommand takes --json and the connection settings of 'jetrelay run'.
-Run 'jetrelay deliveries <subcommand> --help' for its flags.
-`
-
-const quarantineHelp = `Usage: jetrelay quarantine <subcommand> [flags]
-
-  list                      entries of dispatch:failed (work items that could not be processed), newest first
-  requeue ID... | --all     send quarantined deliveries whose record is readable again back to dispatch:pending
-
-Every subcommand takes --json and the connection settings of 'jetrelay run'.
-`
-
-const eventsHelp = `Usage: jetrelay events emit --tenant T --type TYPE [--data JSON] [--scope S]
-
-Writes an event and its deliveries exactly as cycles-server-admin does.
-`

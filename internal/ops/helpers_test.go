@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -109,7 +110,12 @@ func (e *opsEnv) cli(t *testing.T, env map[string]string, args ...string) (stdou
 		vars[k] = v
 	}
 	var out, errOut bytes.Buffer
-	err = ops.Main(context.Background(), args, ops.IO{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return vars[k] }})
+	root := cli.NewRoot("jetrelay")
+	root.AddCommand(ops.Commands(func(k string) string { return vars[k] })...)
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -117,16 +118,38 @@ func TestCommands_EachHasHelp(t *testing.T) {
 		{"quarantine", "list", "--help"}, {"quarantine", "requeue", "--help"}, {"status", "--help"},
 		{"events", "emit", "--help"},
 	} {
-		_, stderr, err := e.cli(t, nil, args...)
-		if err == nil || !strings.Contains(stderr, "Usage: jetrelay "+args[0]) || !strings.Contains(stderr, "--json") ||
-			!strings.Contains(stderr, "jetrelay run --help") || strings.Contains(stderr, "--workers") {
-			t.Errorf("%v: err=%v, help:\n%s", args, err, stderr)
+		// Its own flags and --json; run's settings are named, not listed.
+		stdout, _, err := e.cli(t, nil, args...)
+		if err != nil || !strings.Contains(stdout, "jetrelay "+strings.Join(args[:len(args)-1], " ")) || !strings.Contains(stdout, "--json") ||
+			!strings.Contains(stdout, "jetrelay run --help") || strings.Contains(stdout, "--workers") {
+			t.Errorf("%v: err=%v, help:\n%s", args, err, stdout)
 		}
 	}
 	for _, family := range []string{"deliveries", "quarantine", "events"} {
-		out, _, _ := e.cli(t, nil, family, "--help")
-		if !strings.Contains(out, "Usage: jetrelay "+family) {
-			t.Errorf("%s --help:\n%s", family, out)
+		out, _, err := e.cli(t, nil, family, "--help")
+		if err != nil || !strings.Contains(out, "Available Commands:") {
+			t.Errorf("%s --help: err=%v\n%s", family, err, out)
+		}
+	}
+}
+
+func TestCommands_FlagsAfterArgumentsAndUsageErrors(t *testing.T) {
+	e := newOpsEnv(t)
+	// A flag after the positional argument is parsed as a flag.
+	_, _, err := e.cli(t, nil, "deliveries", "inspect", "whdel_missing", "--json")
+	if err == nil || cli.IsUsage(err) || !strings.Contains(err.Error(), "whdel_missing") {
+		t.Errorf("inspect ID --json: err = %v, want the lookup of whdel_missing to fail, not a usage error", err)
+	}
+	for _, args := range [][]string{
+		{"deliveries", "inspect"},
+		{"deliveries", "list", "stray"},
+		{"deliveries", "lost"},
+		{"deliveries"},
+		{"status", "--no-such-flag"},
+		{"deliveries", "list", "--limit", "many"},
+	} {
+		if _, _, err := e.cli(t, nil, args...); !cli.IsUsage(err) {
+			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
 	}
 }

@@ -1,20 +1,19 @@
 package subscriptions
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tidwall/sjson"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/config"
 	"github.com/jetrelay/jetrelay/internal/ops"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -22,54 +21,23 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
-// Run is `jetrelay subscriptions create|get|list|set-status` with its
-// command-line arguments:
+// NewCommand is `jetrelay subscriptions create|get|list|set-status|settings|ordering`:
 // subscriptions for destinations admin's API refuses (nats://, sqs://, any
 // compiled-in plugin's scheme), written with admin's own Lua and JSON so
-// that admin and the engine read them like any other.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		subscriptionsUsage(stdout)
-		if len(args) == 0 {
-			return errors.New("subscriptions: name a subcommand: create, get, list, set-status, settings or ordering")
-		}
-		return nil
-	}
-	switch args[0] {
-	case "create":
-		return subscriptionsCreate(ctx, args[1:], stdout, stderr)
-	case "get":
-		return subscriptionsGet(ctx, args[1:], stdout, stderr)
-	case "list":
-		return subscriptionsList(ctx, args[1:], stdout, stderr)
-	case "set-status":
-		return subscriptionsSetStatus(ctx, args[1:], stdout, stderr)
-	case "settings":
-		return subscriptionsSettings(ctx, args[1:], stdout, stderr)
-	case "ordering":
-		return subscriptionsOrdering(ctx, args[1:], stdout, stderr)
-	}
-	subscriptionsUsage(stderr)
-	return fmt.Errorf("subscriptions: unknown subcommand %q", args[0])
-}
-
-func subscriptionsUsage(w io.Writer) {
-	fmt.Fprintf(w, `Usage: jetrelay subscriptions <subcommand> [flags]
-
-Subscriptions for any compiled-in transport (%s), stored exactly as
+// that admin and the engine read them like any other. getenv is the
+// environment its settings come from.
+func NewCommand(getenv func(string) string) *cobra.Command {
+	return cli.Group(&cobra.Command{
+		Use:   "subscriptions",
+		Short: "create|get|list|set-status|settings|ordering subscriptions for nats://, sqs:// and other transports admin's API refuses",
+		Long: fmt.Sprintf(`Subscriptions for any compiled-in transport (%s), stored exactly as
 cycles-server-admin stores them.
 
-  create --url URL --event-types T[,T] [--tenant T] [flags]   create; prints the id and the signing secret once
-  get ID                                                       print the record as JSON (never the secret)
-  list [--tenant T]                                            id, tenant, status, URL (credentials hidden)
-  set-status ID ACTIVE|PAUSED|DISABLED                         change the status as admin's PATCH does
-  settings ID [--standard-webhooks true|false|default]        jetrelay's own settings (kept where admin's edits cannot erase them)
-%s
 Redis: --redis-url or --redis-host/--redis-port/--redis-password (env REDIS_URL,
 REDIS_HOST, REDIS_PORT, REDIS_PASSWORD). Signing secrets are stored encrypted
-with --secret-key (env WEBHOOK_SECRET_ENCRYPTION_KEY), as admin does.
-Run 'jetrelay subscriptions <subcommand> --help' for its flags.
-`, strings.Join(transport.Drivers(), ", "), orderingUsage)
+with --secret-key (env WEBHOOK_SECRET_ENCRYPTION_KEY), as admin does.`, strings.Join(transport.Drivers(), ", ")),
+	}, subscriptionsCreate(getenv), subscriptionsGet(getenv), subscriptionsList(getenv), subscriptionsSetStatus(getenv),
+		subscriptionsSettings(getenv), subscriptionsOrdering(getenv))
 }
 
 // storeFlags are the Redis and secret-key settings every subcommand takes,
@@ -78,9 +46,11 @@ Run 'jetrelay subscriptions <subcommand> --help' for its flags.
 // prints a password or the key as a default.
 type storeFlags struct {
 	redisURL, redisHost, redisPort, redisPassword, key string
+	getenv                                             func(string) string
 }
 
-func (f *storeFlags) register(fs *flag.FlagSet) {
+func (f *storeFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
+	f.getenv = getenv
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis URL; overrides --redis-host/port/password (env REDIS_URL)")
 	fs.StringVar(&f.redisHost, "redis-host", "", "Redis host (env REDIS_HOST, default localhost)")
 	fs.StringVar(&f.redisPort, "redis-port", "", "Redis port (env REDIS_PORT, default 6379)")
@@ -92,7 +62,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 // password or the key.
 func (f *storeFlags) open() (*redis.Client, *proto.SecretKey, error) {
 	setting := func(flagValue, env, def string) string {
-		for _, v := range []string{flagValue, os.Getenv(env)} {
+		for _, v := range []string{flagValue, f.getenv(env)} {
 			if v != "" {
 				return v
 			}
@@ -122,31 +92,15 @@ func (f *storeFlags) open() (*redis.Client, *proto.SecretKey, error) {
 	return redis.NewClient(opts), key, nil
 }
 
-// parseFlags parses args, allowing flags after positional arguments
-// (`get ID --redis-url …`), and checks the count of positional ones.
-func parseFlags(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+func subscriptionsCreate(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create --url URL --event-types T[,T] [--tenant T]",
+		Short: "create a subscription; prints the id and the signing secret once",
+		Args:  cli.NoArgs,
 	}
-	if len(pos) != positional {
-		return nil, fmt.Errorf("subscriptions %s: want %d argument(s), got %d (see --help)", fs.Name(), positional, len(pos))
-	}
-	return pos, nil
-}
-
-func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmd.Flags()
 	var sf storeFlags
-	sf.register(fs)
+	sf.register(fs, getenv)
 	var s admin.Subscription
 	var types, categories, status string
 	headers := map[string]string{}
@@ -188,157 +142,168 @@ func subscriptionsCreate(ctx context.Context, args []string, stdout, stderr io.W
 		stdWebhooks, err = optionalBool(v)
 		return err
 	})
-	if _, err := parseFlags(fs, args, 0); err != nil {
-		return err
-	}
-	if s.URL == "" {
-		return errors.New("subscriptions create: --url is required")
-	}
-	// The scheme's driver says whether it could ever deliver to this URL,
-	// before anything is stored (the engine asks it again at delivery).
-	if err := transport.ValidateURL(s.URL); err != nil {
-		return fmt.Errorf("subscriptions create: --url: %w", err)
-	}
-	s.EventTypes, s.EventCategories = splitList(types), splitList(categories)
-	s.Status = proto.SubscriptionStatus(strings.ToUpper(status))
-	if len(headers) > 0 {
-		s.Headers = headers
-	}
-	if policy != (proto.RetryPolicy{}) {
-		s.RetryPolicy = &policy
-	}
-	if s.DisableAfterFailures < 0 {
-		return errors.New("subscriptions create: --disable-after-failures must be at least 1")
-	}
-	generated := strings.TrimSpace(s.SigningSecret) == "" // admin mints one for a blank secret
-	rdb, key, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	w := admin.NewWriter(rdb, key).AllowSchemes(transport.Drivers()...)
-	id, secret, err := w.CreateSubscription(ctx, s)
-	if err != nil {
-		return fmt.Errorf("subscriptions create: %w", err)
-	}
-	fmt.Fprintf(stdout, "subscription_id: %s\n", id)
-	// Which Redis: a default host or a stale REDIS_URL is the usual reason
-	// a new subscription "does nothing". The address only, never a password.
-	fmt.Fprintf(stdout, "redis: %s db %d\n", rdb.Options().Addr, rdb.Options().DB)
-	if warning := ops.SSRFWarning(ctx, rdb, s.URL, os.Getenv); warning != "" {
-		fmt.Fprintln(stderr, warning)
-	}
-	if stdWebhooks != nil {
-		if err := setStandardWebhooks(ctx, rdb, id, stdWebhooks); err != nil {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+		if s.URL == "" {
+			return errors.New("subscriptions create: --url is required")
+		}
+		// The scheme's driver says whether it could ever deliver to this URL,
+		// before anything is stored (the engine asks it again at delivery).
+		if err := transport.ValidateURL(s.URL); err != nil {
+			return fmt.Errorf("subscriptions create: --url: %w", err)
+		}
+		s.EventTypes, s.EventCategories = splitList(types), splitList(categories)
+		s.Status = proto.SubscriptionStatus(strings.ToUpper(status))
+		if len(headers) > 0 {
+			s.Headers = headers
+		}
+		if policy != (proto.RetryPolicy{}) {
+			s.RetryPolicy = &policy
+		}
+		if s.DisableAfterFailures < 0 {
+			return errors.New("subscriptions create: --disable-after-failures must be at least 1")
+		}
+		generated := strings.TrimSpace(s.SigningSecret) == "" // admin mints one for a blank secret
+		rdb, key, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		w := admin.NewWriter(rdb, key).AllowSchemes(transport.Drivers()...)
+		id, secret, err := w.CreateSubscription(ctx, s)
+		if err != nil {
 			return fmt.Errorf("subscriptions create: %w", err)
 		}
+		fmt.Fprintf(stdout, "subscription_id: %s\n", id)
+		// Which Redis: a default host or a stale REDIS_URL is the usual reason
+		// a new subscription "does nothing". The address only, never a password.
+		fmt.Fprintf(stdout, "redis: %s db %d\n", rdb.Options().Addr, rdb.Options().DB)
+		if warning := ops.SSRFWarning(ctx, rdb, s.URL, getenv); warning != "" {
+			fmt.Fprintln(stderr, warning)
+		}
+		if stdWebhooks != nil {
+			if err := setStandardWebhooks(ctx, rdb, id, stdWebhooks); err != nil {
+				return fmt.Errorf("subscriptions create: %w", err)
+			}
+		}
+		if generated {
+			fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
+			// The same key in the form every Standard Webhooks library reads.
+			fmt.Fprintf(stdout, "standard_webhooks_secret: %s\n", proto.StandardWebhooksSecret(secret))
+			fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")
+		}
+		if key == nil {
+			fmt.Fprintln(stderr, "warning: no WEBHOOK_SECRET_ENCRYPTION_KEY: the signing secret is stored in plaintext")
+		}
+		return nil
 	}
-	if generated {
-		fmt.Fprintf(stdout, "signing_secret: %s\n", secret)
-		// The same key in the form every Standard Webhooks library reads.
-		fmt.Fprintf(stdout, "standard_webhooks_secret: %s\n", proto.StandardWebhooksSecret(secret))
-		fmt.Fprintln(stderr, "The signing secret is shown only now: receivers verify X-Cycles-Signature with it.")
-	}
-	if key == nil {
-		fmt.Fprintln(stderr, "warning: no WEBHOOK_SECRET_ENCRYPTION_KEY: the signing secret is stored in plaintext")
-	}
-	return nil
+	return cmd
 }
 
-func subscriptionsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func subscriptionsGet(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "print the record as JSON (never the secret)",
+		Args:  cli.ExactArgs(1, "ID"),
+	}
 	var sf storeFlags
-	sf.register(fs)
-	pos, err := parseFlags(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	rdb, _, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	raw, err := store.New(rdb).SubscriptionRaw(ctx, pos[0])
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("subscriptions get: %w: %s", admin.ErrSubscriptionNotFound, strconv.Quote(pos[0]))
-	}
-	if err != nil {
-		return fmt.Errorf("subscriptions get: %w", err)
-	}
-	sub, err := proto.ParseSubscription(raw)
-	if err != nil {
-		return fmt.Errorf("subscriptions get: record of %s: %w", pos[0], err)
-	}
-	// The record never holds the secret (webhook:secret:{id} does); a
-	// password in the URL is hidden all the same.
-	if shown := ops.RedactURL(sub.URL); shown != sub.URL {
-		if raw, err = sjson.SetBytes(raw, "url", shown); err != nil {
+	sf.register(cmd.Flags(), getenv)
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		rdb, _, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		raw, err := store.New(rdb).SubscriptionRaw(ctx, pos[0])
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("subscriptions get: %w: %s", admin.ErrSubscriptionNotFound, strconv.Quote(pos[0]))
+		}
+		if err != nil {
 			return fmt.Errorf("subscriptions get: %w", err)
 		}
-	}
-	_, err = fmt.Fprintf(stdout, "%s\n", raw)
-	return err
-}
-
-func subscriptionsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var sf storeFlags
-	sf.register(fs)
-	tenant := fs.String("tenant", "", "only this tenant's subscriptions (__system__ for admin-plane ones)")
-	if _, err := parseFlags(fs, args, 0); err != nil {
-		return err
-	}
-	rdb, _, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	index := store.AllSubscriptions
-	if *tenant != "" {
-		index = store.TenantSubscriptions(*tenant)
-	}
-	ids, records, err := store.New(rdb).ListSubscriptions(ctx, index)
-	if err != nil {
-		return fmt.Errorf("subscriptions list: %w", err)
-	}
-	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tSTATUS\tURL")
-	for i, raw := range records {
 		sub, err := proto.ParseSubscription(raw)
 		if err != nil {
-			fmt.Fprintf(tw, "%s\t?\tUNREADABLE\t%s\n", ids[i], "record does not parse")
-			continue
+			return fmt.Errorf("subscriptions get: record of %s: %w", pos[0], err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, ops.RedactURL(sub.URL))
+		// The record never holds the secret (webhook:secret:{id} does); a
+		// password in the URL is hidden all the same.
+		if shown := ops.RedactURL(sub.URL); shown != sub.URL {
+			if raw, err = sjson.SetBytes(raw, "url", shown); err != nil {
+				return fmt.Errorf("subscriptions get: %w", err)
+			}
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", raw)
+		return err
 	}
-	return tw.Flush()
+	return cmd
 }
 
-func subscriptionsSetStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("set-status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func subscriptionsList(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list [--tenant T]",
+		Short: "id, tenant, status, URL (credentials hidden)",
+		Args:  cli.NoArgs,
+	}
 	var sf storeFlags
-	sf.register(fs)
-	pos, err := parseFlags(fs, args, 2)
-	if err != nil {
-		return err
+	sf.register(cmd.Flags(), getenv)
+	tenant := cmd.Flags().String("tenant", "", "only this tenant's subscriptions (__system__ for admin-plane ones)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		rdb, _, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		index := store.AllSubscriptions
+		if *tenant != "" {
+			index = store.TenantSubscriptions(*tenant)
+		}
+		ids, records, err := store.New(rdb).ListSubscriptions(ctx, index)
+		if err != nil {
+			return fmt.Errorf("subscriptions list: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTENANT\tSTATUS\tURL")
+		for i, raw := range records {
+			sub, err := proto.ParseSubscription(raw)
+			if err != nil {
+				fmt.Fprintf(tw, "%s\t?\tUNREADABLE\t%s\n", ids[i], "record does not parse")
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ids[i], sub.TenantID, sub.Status, ops.RedactURL(sub.URL))
+		}
+		return tw.Flush()
 	}
-	st := proto.SubscriptionStatus(strings.ToUpper(pos[1]))
-	if !st.Known() {
-		return fmt.Errorf("subscriptions set-status: status %s is not ACTIVE, PAUSED or DISABLED", strconv.Quote(pos[1]))
+	return cmd
+}
+
+func subscriptionsSetStatus(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "set-status ID ACTIVE|PAUSED|DISABLED",
+		Short: "change the status as admin's PATCH does",
+		Args:  cli.ExactArgs(2, "ID and a status"),
 	}
-	rdb, key, err := sf.open()
-	if err != nil {
-		return err
+	var sf storeFlags
+	sf.register(cmd.Flags(), getenv)
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		st := proto.SubscriptionStatus(strings.ToUpper(pos[1]))
+		if !st.Known() {
+			return fmt.Errorf("subscriptions set-status: status %s is not ACTIVE, PAUSED or DISABLED", strconv.Quote(pos[1]))
+		}
+		rdb, key, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		if err := admin.NewWriter(rdb, key).SetStatus(ctx, pos[0], st); err != nil {
+			return fmt.Errorf("subscriptions set-status: %w", err)
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", pos[0], st)
+		return nil
 	}
-	defer rdb.Close()
-	if err := admin.NewWriter(rdb, key).SetStatus(ctx, pos[0], st); err != nil {
-		return fmt.Errorf("subscriptions set-status: %w", err)
-	}
-	fmt.Fprintf(stdout, "%s: %s\n", pos[0], st)
-	return nil
+	return cmd
 }
 
 func splitList(s string) []string {

@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/cli"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -28,13 +28,16 @@ type settingsView struct {
 // subscriptionsSettings is `subscriptions settings ID [flags]`: jetrelay's
 // own settings of a subscription (jetrelay:subscription:{id}), printed as
 // JSON, after the flags given are written.
-func subscriptionsSettings(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("settings", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func subscriptionsSettings(getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "settings ID [--standard-webhooks true|false|default]",
+		Short: "jetrelay's own settings (kept where admin's edits cannot erase them)",
+		Args:  cli.ExactArgs(1, "ID"),
+	}
 	var sf storeFlags
-	sf.register(fs)
+	sf.register(cmd.Flags(), getenv)
 	var patch store.Patch
-	fs.Func("standard-webhooks", "true: sign with Standard Webhooks headers too; false: X-Cycles-Signature only; default: follow JETRELAY_STANDARD_WEBHOOKS", func(v string) error {
+	cmd.Flags().Func("standard-webhooks", "true: sign with Standard Webhooks headers too; false: X-Cycles-Signature only; default: follow JETRELAY_STANDARD_WEBHOOKS", func(v string) error {
 		f, err := optionalBool(v)
 		if err != nil {
 			return err
@@ -42,41 +45,41 @@ func subscriptionsSettings(ctx context.Context, args []string, stdout, stderr io
 		patch = append(patch, store.Field{Name: "standard_webhooks", Value: f})
 		return nil
 	})
-	pos, err := parseFlags(fs, args, 1)
-	if err != nil {
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		rdb, _, err := sf.open()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		st := store.New(rdb)
+		id := pos[0]
+		if _, err := st.SubscriptionRaw(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("subscriptions settings: %w: %s", admin.ErrSubscriptionNotFound, strconv.Quote(id))
+		} else if err != nil {
+			return fmt.Errorf("subscriptions settings: %w", err)
+		}
+		var set *proto.SubscriptionSettings
+		if len(patch) > 0 {
+			set, err = st.UpdateSettings(ctx, id, func(*proto.SubscriptionSettings) (store.Patch, error) { return patch, nil })
+		} else {
+			set, _, err = st.Settings(ctx, id)
+		}
+		if err != nil {
+			return fmt.Errorf("subscriptions settings: %w", err)
+		}
+		view := settingsView{SubscriptionID: id, StandardWebhooks: set.StandardWebhooks}
+		if set.PreviousSecret != "" {
+			view.PreviousSecretUntil = set.PreviousSecretUntil
+		}
+		out, err := json.Marshal(view)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", out)
 		return err
 	}
-	rdb, _, err := sf.open()
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	st := store.New(rdb)
-	id := pos[0]
-	if _, err := st.SubscriptionRaw(ctx, id); errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("subscriptions settings: %w: %s", admin.ErrSubscriptionNotFound, strconv.Quote(id))
-	} else if err != nil {
-		return fmt.Errorf("subscriptions settings: %w", err)
-	}
-	var set *proto.SubscriptionSettings
-	if len(patch) > 0 {
-		set, err = st.UpdateSettings(ctx, id, func(*proto.SubscriptionSettings) (store.Patch, error) { return patch, nil })
-	} else {
-		set, _, err = st.Settings(ctx, id)
-	}
-	if err != nil {
-		return fmt.Errorf("subscriptions settings: %w", err)
-	}
-	view := settingsView{SubscriptionID: id, StandardWebhooks: set.StandardWebhooks}
-	if set.PreviousSecret != "" {
-		view.PreviousSecretUntil = set.PreviousSecretUntil
-	}
-	out, err := json.Marshal(view)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "%s\n", out)
-	return err
+	return cmd
 }
 
 // setStandardWebhooks writes a new subscription's Standard Webhooks setting.
