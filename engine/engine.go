@@ -78,6 +78,11 @@ type Config struct {
 	// Ordering is the fleet default ordering of subscriptions whose own
 	// setting names none (JETRELAY_ORDERING; ordered.go).
 	Ordering proto.Ordering
+	// LineFailingAfter is how long an ordered line's consumer may fail to
+	// be created or pulled before Ready reports the replica not ready,
+	// naming the subscription (linehealth.go). Default
+	// DefaultLineFailingAfter.
+	LineFailingAfter time.Duration
 }
 
 // fastAnswer: a subscription whose sends take less than this on average
@@ -170,6 +175,9 @@ func (c Config) withDefaults() Config {
 	if c.InactivePolicy == "" {
 		c.InactivePolicy = InactiveDefer
 	}
+	if c.LineFailingAfter <= 0 {
+		c.LineFailingAfter = DefaultLineFailingAfter
+	}
 	if c.InactiveRecheck <= 0 {
 		// One Redis read per held subscription per period: cheap, and an
 		// operator who re-enables a subscription sees it deliver within
@@ -196,6 +204,9 @@ type Engine struct {
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
 	problem   atomic.Pointer[error] // why the consumer is not open, nil while it is
+
+	// lineFaults are the ordered lines that cannot be pulled (linehealth.go).
+	lineFaults lineFaults
 }
 
 // New returns an engine that reads and writes the Cycles records in the
@@ -333,6 +344,9 @@ func sleep(ctx context.Context, d time.Duration) {
 func (e *Engine) Ready(ctx context.Context) error {
 	if p := e.problem.Load(); p != nil {
 		return *p
+	}
+	if err := e.linesProblem(); err != nil {
+		return err
 	}
 	if err := e.store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis: %w", err)

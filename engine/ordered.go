@@ -146,6 +146,8 @@ func (e *Engine) scanLines(ctx context.Context, work *lanes, running map[string]
 // pullLine pulls l's consumer until ctx is done.
 func (e *Engine) pullLine(ctx context.Context, work *lanes, l *line) {
 	log := e.log.With("subscription_id", l.sub)
+	// A line no longer pulled here is not failing here.
+	defer e.lineFaults.ok(l.sub)
 	backoff := minReopen
 	for ctx.Err() == nil {
 		if l.ordering() == "" {
@@ -162,12 +164,14 @@ func (e *Engine) pullLine(ctx context.Context, work *lanes, l *line) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
+				e.lineFaults.fail(l.sub, err, time.Now())
 				log.Warn("cannot pull an ordered line; retrying", "err", err, "retry_in", backoff)
 				sleep(ctx, backoff)
 				backoff = min(2*backoff, maxReopen)
 			}
 			continue
 		}
+		e.lineFaults.ok(l.sub)
 		backoff = minReopen
 		stopFetch := context.AfterFunc(ctx, it.Drain)
 		for {

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -254,4 +255,56 @@ func TestOrdered_AStrictLineBehindAnOpenBreakerKeepsItsOrder(t *testing.T) {
 	if !slices.Equal(got, events[1:]) {
 		t.Errorf("successes after the breaker closed in the order %v, want the enqueue order %v", got, events[1:])
 	}
+}
+
+func TestOrdered_ALineThatCannotBePulledMakesTheReplicaNotReadyNamingItsSubscription(t *testing.T) {
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, engine: func(c *engine.Config) { c.LineFailingAfter = 2 * time.Second }})
+	ctx := context.Background()
+	sub, _, ep := e.subscribe(t, "/limited-line", receiver.Healthy(), nil)
+	waitFor(t, 10*time.Second, "the engine to be ready", func() bool { return e.engine.Ready(ctx) == nil })
+
+	// The stream allows no further consumer: the line's cannot be created.
+	stream, err := e.js.Stream(ctx, e.qc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMaxConsumers := func(n int) {
+		t.Helper()
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := info.Config
+		cfg.MaxConsumers = n
+		if n == 0 {
+			cfg.MaxConsumers = info.State.Consumers
+		}
+		if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMaxConsumers(0)
+	id := e.deliver(t, sub, e.event(), nil)
+
+	var why error
+	waitFor(t, 20*time.Second, "readiness to report the ordered line", func() bool {
+		why = e.engine.Ready(ctx)
+		return why != nil
+	})
+	if msg := why.Error(); !strings.Contains(msg, "ordered line") || !strings.Contains(msg, sub) || !strings.Contains(msg, "maximum consumers") {
+		t.Errorf("not ready because %q, want the ordered line of %s named with its cause", msg, sub)
+	}
+	lines := e.engine.FailingLines()
+	if len(lines) != 1 || lines[0].SubscriptionID != sub {
+		t.Errorf("failing lines %+v, want the one of %s", lines, sub)
+	}
+	if n := ep.Stats().Requests; n != 0 {
+		t.Fatalf("%d requests reached the receiver of a line that cannot be pulled", n)
+	}
+
+	setMaxConsumers(-1)
+	if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("delivery %s is %s once the line could be pulled, want SUCCESS", id, rec.Status)
+	}
+	waitFor(t, 10*time.Second, "readiness to come back", func() bool { return e.engine.Ready(ctx) == nil })
 }

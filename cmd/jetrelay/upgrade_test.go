@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/receiver"
 )
 
 // previousRelease is the git revision of the release before this one: the
@@ -117,8 +120,12 @@ func TestUpgrade_RollForwardAndBackSideBySideLosesNothing(t *testing.T) {
 	}
 	replace("replica-a", binaryPath, "the current build")
 	replace("replica-b", binaryPath, "the current build")
+	ordered := orderedPhase(t, b, env("replica-a"))
 	replace("replica-a", old, previousRelease+" (rollback)")
 	replace("replica-b", old, previousRelease+" (rollback)")
+	// The subscription that was ordered keeps getting deliveries under the
+	// older release (in parallel, as that release sends everything).
+	ordered.emit(t, 20)
 	close(stop)
 	wg.Wait()
 
@@ -134,4 +141,111 @@ func TestUpgrade_RollForwardAndBackSideBySideLosesNothing(t *testing.T) {
 	if st.Unique != len(all) || st.BadSig != 0 {
 		t.Errorf("receiver accepted %d distinct events (%d bad signatures), want all %d correctly signed", st.Unique, st.BadSig, len(all))
 	}
+	// docs/deployment.md: ordering switched off and the lines drained
+	// before the rollback, nothing is lost.
+	b.awaitSuccess(t, ordered.ids, 60*time.Second)
+	if got := ordered.ep.Stats().Unique; got != len(ordered.ids) {
+		t.Errorf("the ordered subscription's receiver accepted %d distinct events, want all %d: lost across the rollback", got, len(ordered.ids))
+	}
+}
+
+// upgradeOrdered is the upgrade test's ordered subscription.
+type upgradeOrdered struct {
+	b    *bed
+	id   string
+	ep   *receiver.Endpoint
+	ids  []string // its deliveries
+	gate chan struct{}
+}
+
+func (o *upgradeOrdered) emit(t *testing.T, n int) []string {
+	t.Helper()
+	var events []string
+	for range n {
+		ev, ids, err := o.b.writer.Emit(context.Background(), event("budget.threshold_crossed"), admin.TraceSnapshot{})
+		if err != nil {
+			t.Fatalf("emit: %v", err)
+		}
+		o.ids = append(o.ids, ids...)
+		events = append(events, ev)
+	}
+	return events
+}
+
+// orderedPhase runs while every replica runs the current build: a
+// subscription made first-attempt through the binary gets its deliveries
+// in order. Then, as docs/deployment.md asks before rolling back below
+// ordered delivery, its ordering is set to none and the test waits until
+// `jetrelay status` shows no ordered line holding work.
+func orderedPhase(t *testing.T, b *bed, env map[string]string) *upgradeOrdered {
+	t.Helper()
+	o := &upgradeOrdered{b: b, gate: make(chan struct{})}
+	o.id, o.ep = b.endpoint(t, "/ordered", "budget.threshold_crossed", func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-o.gate
+			next.ServeHTTP(w, r)
+		})
+	})
+	setOrdering := func(mode string) {
+		t.Helper()
+		if code, out := runBinary(t, env, 20*time.Second, "subscriptions", "ordering", o.id, mode); code != 0 {
+			t.Fatalf("subscriptions ordering %s %s: exit %d, output %q", o.id, mode, code, out)
+		}
+	}
+	setOrdering("first-attempt")
+	// Each bridge picks the setting up within about a second of its own
+	// (docs/ordering.md): probes until one is held on the subscription's
+	// line (its receiver holds every request meanwhile, so the line keeps
+	// it), and for two seconds more, so the other bridge has it too; then
+	// the measured events.
+	lines := func() map[string]uint64 {
+		t.Helper()
+		code, out := runBinary(t, env, 20*time.Second, "status", "--json")
+		var rep struct {
+			Ordering struct {
+				Lines map[string]uint64 `json:"lines"`
+			} `json:"ordering"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("status --json: exit %d, output %q", code, out)
+		}
+		return rep.Ordering.Lines
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for lines()[o.id] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no delivery of the ordered subscription reached its line within 30s")
+		}
+		o.emit(t, 1)
+	}
+	for settled := time.Now().Add(2 * time.Second); time.Now().Before(settled); {
+		o.emit(t, 1)
+		time.Sleep(100 * time.Millisecond)
+	}
+	events := o.emit(t, 40)
+	close(o.gate)
+	b.awaitSuccess(t, o.ids, 60*time.Second)
+	var firsts []string
+	seen := map[string]bool{}
+	for _, d := range o.ep.Deliveries() {
+		if slices.Contains(events, d.EventID) && !seen[d.EventID] {
+			seen[d.EventID] = true
+			firsts = append(firsts, d.EventID)
+		}
+	}
+	if !slices.Equal(firsts, events) {
+		t.Errorf("first attempts under the current build in the order %v, want the emit order %v", firsts, events)
+	}
+
+	setOrdering("none")
+	o.emit(t, 20)
+	b.awaitSuccess(t, o.ids, 60*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for len(lines()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ordered lines still hold work 30s after ordering was switched off: %v", lines())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return o
 }

@@ -40,6 +40,7 @@ var benchScenarios = []benchScenario{
 	{name: "isolation", about: "dead, black-hole and slow endpoints with tens of thousands of queued deliveries next to healthy subscriptions", flags: isolationFlags},
 	{name: "performance", about: "throughput, latency, CPU and memory against the POST ceiling and the reference service's sequential loop (docs/BENCHMARKS.md)", flags: perfFlags},
 	{name: "costmodel", about: "CPU per delivery by step (bridge, JetStream, Redis, JSON, signing, POST, outcome write, put-offs), plus the process + redis-server CPU and Redis commands per delivery measured from outside", flags: costFlags},
+	{name: "ordering", about: "what ordered delivery costs: one ordered subscription with a fast receiver, unordered subscriptions beside busy ordered lines, and Redis commands per delivery with ordering off (docs/ordering.md's Cost section)", flags: orderingFlags},
 	{name: "limits", about: "the adaptive per-subscription limits over time, for a slow, a recovering and a fast endpoint, simulated (docs/operations.md's chart)", flags: limitsFlags},
 }
 
@@ -239,6 +240,18 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
+// busyMachine reports whether either load average's 1-minute figure
+// reached the number of CPUs.
+func busyMachine(load [2]string, cpus int) bool {
+	for _, l := range load {
+		var one float64
+		if _, err := fmt.Sscanf(l, "%g", &one); err == nil && one >= float64(cpus) {
+			return true
+		}
+	}
+	return false
+}
+
 // procField returns the value of the first "name: value" line of a /proc file.
 func procField(path, name string) (string, error) {
 	f, err := os.Open(path)
@@ -282,6 +295,9 @@ func sectionDocument(rep *benchReport, m machine, command string, at time.Time) 
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s memory, %s, %s.", m.cpus, m.cpuModel, m.memory, m.goVer, m.platform)
 	if rep.load[0] != "" {
 		fmt.Fprintf(&b, " Load average (1, 5, 15 min) when the run started: %s; when it ended: %s.", rep.load[0], rep.load[1])
+		if busyMachine(rep.load, m.cpus) {
+			b.WriteString(" **The machine was busy** (more runnable work than CPUs, from other jobs): timings are lower and noisier than on a quiet machine; this section is to be re-run there.")
+		}
 	}
 	b.WriteString("\n\n")
 	b.WriteString(rep.doc)

@@ -50,6 +50,7 @@ type perfResult struct {
 	child               bool // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
 	replicas, workers   int
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
+	receiptRate         float64 // deliveries/s between the receiver's first and last receipt: the steady rate, without start-up
 	emitLag             time.Duration
 	eventBytes          int
 	note                string
@@ -168,6 +169,11 @@ type e2eCase struct {
 	tcp       bool              // replicas reach NATS over TCP
 	prequeue  bool              // queue everything, then start jetrelay as a separate process (`run`) and measure that
 	settings  map[string]string // JETRELAY_* overrides
+	// beside, if set, runs once jetrelay is ready, before the measured
+	// load: other work the case is measured next to. after then runs at
+	// the end of the measurement; what it returns is the case's note.
+	beside func(ctx context.Context, env *benchEnv) error
+	after  func(ctx context.Context, env *benchEnv) (string, error)
 }
 
 func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
@@ -230,6 +236,11 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		if err := awaitReady(ctx, env); err != nil {
 			return nil, err
 		}
+		if c.beside != nil {
+			if err := c.beside(ctx, env); err != nil {
+				return nil, err
+			}
+		}
 		lifetime = !freshMemory()
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
 		go func() {
@@ -266,6 +277,11 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile, profiling = prof.stop(), false
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
+	if c.after != nil {
+		if res.note, err = c.after(ctx, env); err != nil {
+			return nil, err
+		}
+	}
 	if env.child != nil {
 		cpu, rss, err := env.child.usage()
 		if err != nil {
@@ -305,12 +321,22 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	}
 	if res.latency {
 		lat := make([]time.Duration, 0, res.expected)
+		var first, last time.Time
 		for _, r := range f.sink.receipts() {
 			if at, ok := load.at[r.eventID]; ok {
 				lat = append(lat, r.at.Sub(at))
 			}
+			if first.IsZero() || r.at.Before(first) {
+				first = r.at
+			}
+			if r.at.After(last) {
+				last = r.at
+			}
 		}
 		res.setLatency(lat)
+		if n := len(lat); n > 1 && last.After(first) {
+			res.receiptRate = float64(n-1) / last.Sub(first).Seconds()
+		}
 	}
 	if res.child {
 		res.note = "jetrelay ran as a separate process (`jetrelay run`, embedded JetStream) started after the queue was built; " +

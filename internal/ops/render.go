@@ -188,6 +188,9 @@ func writeStatus(w io.Writer, r *Report) error {
 		for _, l := range rp.Limits {
 			row("  limit "+l.SubscriptionID, fmt.Sprintf("%d in flight of %d", l.InFlight, l.Limit))
 		}
+		for _, l := range rp.FailingLines {
+			row("  NOT READY: ordered line "+l.SubscriptionID, "cannot be pulled since "+l.Since+": "+l.Error)
+		}
 	}
 	return tw.Flush()
 }

@@ -42,6 +42,9 @@ func LocalReplica(name, role string, eng *engine.Engine, br *bridge.Bridge) func
 			for _, l := range eng.Limits() {
 				r.Limits = append(r.Limits, Limit{SubscriptionID: l.SubscriptionID, Limit: l.Limit, InFlight: l.InFlight})
 			}
+			for _, l := range eng.FailingLines() {
+				r.FailingLines = append(r.FailingLines, FailingLine{SubscriptionID: l.SubscriptionID, Since: proto.FormatInstant(l.Since.UTC()), Error: l.Err})
+			}
 		}
 		if br != nil {
 			s := br.Stats()

@@ -112,6 +112,17 @@ type Replica struct {
 	// subscriptions this replica is sending to.
 	Limits []Limit         `json:"limits,omitempty"`
 	Bridge *BridgeCounters `json:"bridge,omitempty"`
+	// FailingLines are the ordered lines this replica has been unable to
+	// pull for a while (engine.Config.LineFailingAfter): their
+	// subscriptions get nothing, and the replica's /readyz says so.
+	FailingLines []FailingLine `json:"failing_lines,omitempty"`
+}
+
+// FailingLine is an ordered line a replica cannot pull.
+type FailingLine struct {
+	SubscriptionID string `json:"subscription_id"`
+	Since          string `json:"since"`
+	Error          string `json:"error"`
 }
 
 // BreakerCounts count a replica's breakers by state.

@@ -199,3 +199,46 @@ func TestStatus_ListsTheEnginesWhoseHeartbeatIsAlive(t *testing.T) {
 		t.Fatalf("status does not list the live engine alone:\n%s", out)
 	}
 }
+
+func TestStatus_ShowsAnOrderedLineTheReplicaCannotPull(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	recv := receiver.New()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	sub := e.subscription(t, "acme", srv.URL+"/ordered")
+	recv.Handle("/ordered", "", receiver.Healthy())
+	if err := store.New(e.redis.Client).SetOrdering(ctx, sub, proto.OrderingStrict); err != nil {
+		t.Fatal(err)
+	}
+	eng, br := e.runPipeline(t, func(c *engine.Config) { c.LineFailingAfter = time.Second })
+	eventually(t, 10*time.Second, "the engine to be ready", func() bool { return eng.Ready(ctx) == nil })
+	// The stream allows no further consumer: the line's cannot be created.
+	stream, err := e.js.Stream(ctx, e.qc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.Config
+	cfg.MaxConsumers = info.State.Consumers
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.admin.Emit(ctx, admin.Event{EventType: "budget.exhausted", TenantID: "acme"}, admin.TraceSnapshot{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the line to be reported failing", func() bool { return eng.Ready(ctx) != nil })
+
+	mgmt := httptest.NewServer(ops.StatusHandler(e.tool, ops.LocalReplica("replica-a", "all", eng, br)))
+	t.Cleanup(mgmt.Close)
+	out, stderr, err := e.cli(t, map[string]string{"JETRELAY_MANAGEMENT_URLS": mgmt.URL}, "status")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "NOT READY: ordered line "+sub) || !strings.Contains(out, "maximum consumers") {
+		t.Errorf("status does not name the ordered line of %s that cannot be pulled:\n%s", sub, out)
+	}
+}
