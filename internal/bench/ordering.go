@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	flag "github.com/spf13/pflag"
 	"slices"
 	"time"
 
