@@ -28,8 +28,8 @@ func TestCostModel_ADeliveryCostsAtMostFourRedisCommandsAndAFraction(t *testing.
 	}
 	ctx := t.Context()
 	// A fixed pool of 64 workers over 16 subscriptions stays far below
-	// each subscription's first in-flight limit (16): no delivery is put
-	// off, so every handling is a first send, the case counted here.
+	// each subscription's first in-flight limit (16): almost every
+	// handling is a first send, the case counted here.
 	settings := map[string]string{"JETRELAY_WORKERS": "64", "JETRELAY_MIN_WORKERS": "64"}
 	b := &benchContext{progress: io.Discard, verbose: io.Discard, getenv: func(k string) string { return settings[k] }}
 	o := &costOptions{deliveries: 2000, subs: 16, emitters: 16, eventBytes: 1024, settle: time.Minute}
@@ -58,13 +58,24 @@ func TestCostModel_ADeliveryCostsAtMostFourRedisCommandsAndAFraction(t *testing.
 			out.commands[k] = d
 		}
 	}
-	t.Logf("%.2f Redis commands per delivery: %v", out.commandsPer(), out.commands)
-	if per := out.commandsPer(); per > maxCommandsPerDelivery {
+	// A machine busy enough to shrink a subscription's in-flight limit
+	// puts some deliveries off all the same: each costs one more handling
+	// (its MGET, and its wait note's script with the GET and SET inside),
+	// which is the put-off's cost, not the delivery's.
+	putOffs := env.logs.total("delivery put off")
+	var total int64
+	for _, n := range out.commands {
+		total += n
+	}
+	per := float64(total-4*int64(putOffs)) / float64(o.deliveries)
+	t.Logf("%.2f Redis commands per delivery (%d put off): %v", per, putOffs, out.commands)
+	if per > maxCommandsPerDelivery {
 		t.Errorf("%.2f Redis commands per delivery, want at most %.1f: %v", per, maxCommandsPerDelivery, out.commands)
 	}
 	// The engine reads each delivery once, with its records (MGET), and
-	// never with a GET of its own: the only GETs are the outcome script's.
-	if get, eval := out.commands["get"], out.commands["evalsha"]; get > eval {
-		t.Errorf("%d GETs for %d scripts run: the engine reads a delivery outside its MGET (commands %v)", get, eval, slices.Sorted(maps.Keys(out.commands)))
+	// never with a GET of its own: the only GETs are the scripts' (EVAL
+	// when a script was not cached yet).
+	if get, scripts := out.commands["get"], out.commands["evalsha"]+out.commands["eval"]; get > scripts {
+		t.Errorf("%d GETs for %d scripts run: the engine reads a delivery outside its MGET (commands %v)", get, scripts, slices.Sorted(maps.Keys(out.commands)))
 	}
 }
