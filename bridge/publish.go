@@ -91,9 +91,8 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	origins := b.origins(actx, good)
-	plain, parents, lines := splitLines(good, b.traceParents(good, origins), b.subjects(good, origins))
-	acked, dups, failed, err := b.publish(plain, parents)
+	plain, lines := b.items(good, b.origins(actx, good))
+	acked, dups, failed, err := b.publish(plain)
 	remaining = append(remaining, failed...)
 	if err != nil {
 		errs = append(errs, err)
@@ -148,10 +147,9 @@ func (b *Bridge) fit(ctx context.Context, ids []string) (fit, wait []string, err
 // publish sends every id asynchronously with Nats-Msg-Id = id, then waits
 // for all PubAcks until PublishTimeout. It returns the ids stored as new
 // messages, those JetStream absorbed as duplicates (for resolveDuplicates),
-// and the failed ones. parents, when not nil, holds each id's trace
-// context (traceParents).
-func (b *Bridge) publish(ids []string, parents []context.Context) (stored []string, dups []duplicate, failed []string, firstErr error) {
-	if len(ids) == 0 {
+// and the failed ones.
+func (b *Bridge) publish(items []workItem) (stored []string, dups []duplicate, failed []string, firstErr error) {
+	if len(items) == 0 {
 		return nil, nil, nil, nil
 	}
 	deadline := time.Now().Add(b.cfg.PublishTimeout)
@@ -165,12 +163,14 @@ func (b *Bridge) publish(ids []string, parents []context.Context) (stored []stri
 		id  string
 		paf jetstream.PubAckFuture
 	}
-	inflight := make([]pending, 0, len(ids))
-	for i, id := range ids {
+	inflight := make([]pending, 0, len(items))
+	for _, it := range items {
+		id := it.id
 		msg := queue.NewMsg(b.cfg.Queue.Subject, id)
+		queue.SetRoute(msg, it.route)
 		var span trace.Span
-		if parents != nil {
-			span = b.startPublish(parents[i], msg, id)
+		if it.parent != nil {
+			span = b.startPublish(it.parent, msg, id)
 		}
 		paf, err := b.publishAsync(msg, deadline)
 		if span != nil {

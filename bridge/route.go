@@ -21,9 +21,7 @@ import (
 //   - Routing: the subscription of each id comes from the delivery records
 //     the bridge reads in one MGET per batch anyway (TraceOrigins), and
 //     whether it is ordered from the jetrelay:ordering index plus the fleet
-//     default, read whole about once a second. With no ordered
-//     subscription and the fleet default none, nothing is read per batch
-//     beyond what tracing reads.
+//     default, read whole about once a second.
 //   - One mover: bridges moving batches from dispatch:pending at the same
 //     time would publish them interleaved (bridge B's later batch stored
 //     before A's earlier one). While ordering is in use, the bridge that
@@ -156,34 +154,39 @@ func (b *Bridge) dropTurn(ctx context.Context) {
 	}
 }
 
-// lineItem is an id bound for an ordered subscription's line.
-type lineItem struct {
+// workItem is one id to publish: its trace parent (nil when tracing is
+// off), its route (the records its delivery names, queue.SetRoute) and,
+// bound for an ordered subscription's line, that line's subject ("" for
+// the shared work subject).
+type workItem struct {
 	id      string
-	parent  context.Context // nil when tracing is off
+	parent  context.Context
+	route   queue.Route
 	subject string
 }
 
-// splitLines separates the ids bound for ordered lines (subjects, when not
-// nil) from the others, keeping each group's order.
-func splitLines(ids []string, parents []context.Context, subjects []string) (plain []string, plainParents []context.Context, lines []lineItem) {
-	if subjects == nil {
-		return ids, parents, nil
-	}
+// items makes the work items of ids from what their delivery records say
+// (origins, nil when they could not be read) and separates those bound for
+// ordered lines (lines) from the others (plain), keeping each group's order.
+func (b *Bridge) items(ids []string, origins []store.TraceOrigin) (plain, lines []workItem) {
+	parents, subjects := b.traceParents(ids, origins), b.subjects(ids, origins)
+	plain = make([]workItem, 0, len(ids))
 	for i, id := range ids {
-		var p context.Context
+		it := workItem{id: id}
 		if parents != nil {
-			p = parents[i]
+			it.parent = parents[i]
 		}
-		if subjects[i] == "" {
-			plain = append(plain, id)
-			if parents != nil {
-				plainParents = append(plainParents, p)
-			}
+		if origins != nil {
+			it.route = queue.Route{SubscriptionID: origins[i].SubscriptionID, EventID: origins[i].EventID}
+		}
+		if subjects != nil && subjects[i] != "" {
+			it.subject = subjects[i]
+			lines = append(lines, it)
 			continue
 		}
-		lines = append(lines, lineItem{id: id, parent: p, subject: subjects[i]})
+		plain = append(plain, it)
 	}
-	return plain, plainParents, lines
+	return plain, lines
 }
 
 // publishLines publishes the ids of each ordered line one after another,
@@ -193,7 +196,7 @@ func splitLines(ids []string, parents []context.Context, subjects []string) (pla
 // published again after it, out of order; here a failure stops its line, and
 // that id and the ones after it stay in the processing list, in order, for
 // the next attempt. Results are in the order of items.
-func (b *Bridge) publishLines(items []lineItem) (stored []string, dups []duplicate, failed []string, firstErr error) {
+func (b *Bridge) publishLines(items []workItem) (stored []string, dups []duplicate, failed []string, firstErr error) {
 	if len(items) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -240,8 +243,9 @@ func (b *Bridge) publishLines(items []lineItem) (stored []string, dups []duplica
 }
 
 // publishOne publishes one line item and waits for its PubAck until deadline.
-func (b *Bridge) publishOne(it lineItem, deadline time.Time) (*jetstream.PubAck, error) {
+func (b *Bridge) publishOne(it workItem, deadline time.Time) (*jetstream.PubAck, error) {
 	msg := queue.NewMsg(it.subject, it.id)
+	queue.SetRoute(msg, it.route)
 	var span trace.Span
 	if it.parent != nil && b.tracer != nil {
 		span = b.startPublish(it.parent, msg, it.id)

@@ -17,12 +17,14 @@ import (
 // tracerName is the instrumentation scope of the bridge's spans.
 const tracerName = "github.com/jetrelay/jetrelay/bridge"
 
-// origins reads what the delivery records of ids say about their trace
-// and subscription, in one MGET, when tracing is on or a subscription may
-// be ordered (route.go); otherwise, and when the read fails, it is nil and
-// costs nothing.
+// origins reads what the delivery records of ids say about their trace,
+// subscription and event, in one MGET per batch: the engine reads a
+// delivery whose work item names them (queue.SetRoute) in one round trip
+// instead of two, and tracing and ordered lines (route.go) use the same
+// read. When the read fails it is nil: the ids go out without, and the
+// engine reads their records one after the other.
 func (b *Bridge) origins(ctx context.Context, ids []string) []store.TraceOrigin {
-	if len(ids) == 0 || b.tracer == nil && !b.orderingInUse(ctx) {
+	if len(ids) == 0 {
 		return nil
 	}
 	origins, err := b.store.TraceOrigins(ctx, ids)

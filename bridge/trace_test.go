@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -19,27 +20,38 @@ import (
 // in the dispatch stream, by delivery id.
 func (e *env) streamTraceparents(t *testing.T) map[string]string {
 	t.Helper()
+	got := map[string]string{}
+	for id, h := range e.streamHeaders(t) {
+		// nats.Header is case-sensitive: only the exact lowercase name counts.
+		if v := h["traceparent"]; len(v) == 1 {
+			got[id] = v[0]
+		} else {
+			got[id] = ""
+		}
+	}
+	return got
+}
+
+// streamHeaders returns the headers of each work item in the dispatch
+// stream, by delivery id.
+func (e *env) streamHeaders(t *testing.T) map[string]nats.Header {
+	t.Helper()
 	ctx := testCtx(t)
 	n := e.streamMsgs(t)
 	cons, err := e.js.CreateConsumer(ctx, queue.DefaultStream, jetstream.ConsumerConfig{
-		Name: "trace-reader", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1,
+		Name: "header-reader", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1,
 	})
 	if err != nil {
 		t.Fatalf("reader consumer: %v", err)
 	}
-	defer e.js.DeleteConsumer(ctx, queue.DefaultStream, "trace-reader")
+	defer e.js.DeleteConsumer(ctx, queue.DefaultStream, "header-reader")
 	batch, err := cons.Fetch(int(n), jetstream.FetchMaxWait(2*time.Second))
 	if err != nil {
 		t.Fatalf("fetch: %v", err)
 	}
-	got := map[string]string{}
+	got := map[string]nats.Header{}
 	for m := range batch.Messages() {
-		// nats.Header is case-sensitive: only the exact lowercase name counts.
-		if v := m.Headers()["traceparent"]; len(v) == 1 {
-			got[string(m.Data())] = v[0]
-		} else {
-			got[string(m.Data())] = ""
-		}
+		got[string(m.Data())] = m.Headers()
 	}
 	return got
 }
@@ -111,4 +123,37 @@ func tracedDelivery(t *testing.T, e *env, id, traceID string) (*tracetest.InMemo
 	}
 	exp := tracetest.NewInMemoryExporter()
 	return exp, sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+}
+
+// Each work item names its delivery's subscription and event, read from
+// the delivery record, so the engine reads the delivery and its records in
+// one round trip; an id no header can carry (from a hostile record) and a
+// delivery without a record go out without, and the engine reads them one
+// after the other.
+func TestRun_NamesEachDeliverysSubscriptionAndEventInItsWorkItem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	for id, rec := range map[string]string{
+		"del_plain":   `{"delivery_id":"del_plain","subscription_id":"whsub_a","event_id":"evt_1"}`,
+		"del_hostile": `{"delivery_id":"del_hostile","subscription_id":"whsub_b\r\nX-Injected: 1","event_id":"evt_2"}`,
+	} {
+		if err := e.rdb.Set(ctx, store.DeliveryKey(id), rec, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.lpush(t, store.PendingList, []string{"del_plain", "del_hostile", "del_no_record"})
+	start(t, e.newBridge(t, bridge.Config{}))
+	eventually(t, 10*time.Second, "the three ids in the stream", func() bool { return e.streamMsgs(t) == 3 })
+
+	headers := e.streamHeaders(t)
+	if h := headers["del_plain"]; h.Get(queue.SubscriptionHeader) != "whsub_a" || h.Get(queue.EventHeader) != "evt_1" {
+		t.Errorf("del_plain's work item headers = %v, want its subscription and event", h)
+	}
+	for _, id := range []string{"del_hostile", "del_no_record"} {
+		h := headers[id]
+		if h.Get(queue.SubscriptionHeader) != "" || h.Get(queue.EventHeader) != "" || h.Get("X-Injected") != "" {
+			t.Errorf("%s's work item headers = %v, want no route", id, h)
+		}
+	}
 }

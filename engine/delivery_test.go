@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -506,5 +507,43 @@ func TestDelivery_BudgetEventWithoutCategoryReachesATenantSubscription(t *testin
 	}
 	if n := ep.Stats().Accepted; n != 1 {
 		t.Errorf("receiver accepted %d deliveries, want 1", n)
+	}
+}
+
+// A work item's headers name its delivery's subscription and event so the
+// engine reads everything in one round trip; they are a hint. A work item
+// whose headers name another subscription (a forged or stale item) still
+// goes where the delivery record says, with that subscription's secret.
+func TestDelivery_AWorkItemNamingAnotherSubscriptionGoesWhereTheRecordSays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{adminKey: testKey, engineKey: testKey})
+	sub, _, ep := e.subscribe(t, "/right", receiver.Healthy(), nil)
+	wrong, _, wrongEP := e.subscribe(t, "/wrong", receiver.Healthy(), nil)
+	ctx := context.Background()
+	evt, err := e.admin.SaveEvent(ctx, e.event())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The record as admin writes it, but not enqueued: the only work item
+	// is the one published below.
+	id := "del_hinttest000001"
+	rec := `{"delivery_id":"` + id + `","subscription_id":"` + sub + `","event_id":"` + evt + `","event_type":"budget.exhausted","status":"PENDING",` +
+		`"attempted_at":"` + proto.FormatInstant(time.Now()) + `","attempts":0}`
+	if err := e.redis.Client.Set(ctx, store.DeliveryKey(id), rec, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg := queue.NewMsg(e.qc.Subject, id)
+	queue.SetRoute(msg, queue.Route{SubscriptionID: wrong, EventID: evt})
+	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.final(t, id); got.Status != proto.DeliverySuccess {
+		t.Fatalf("status %s: %s", got.Status, got.Raw)
+	}
+	if s := ep.Stats(); s.Unique != 1 || s.BadSig != 0 {
+		t.Errorf("the record's subscription got %+v, want the delivery, signed with its secret", s)
+	}
+	if n := wrongEP.Stats().Requests; n != 0 {
+		t.Errorf("the subscription the headers named got %d requests", n)
 	}
 }

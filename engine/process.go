@@ -54,7 +54,11 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id), line: q.line}
 	s := settleInLine(h, e.safeProcess(h))
 	q.withdraw()
-	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg { return queue.NewScheduleMsg(e.cfg.Queue, id, at) })
+	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg {
+		msg := queue.NewScheduleMsg(e.cfg.Queue, id, at)
+		queue.SetRoute(msg, queue.RouteOf(m))
+		return msg
+	})
 }
 
 func (e *Engine) safeProcess(h *handling) (s settlement) {
@@ -83,7 +87,10 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 // §6.2–6.7) with jetrelay's fixes, and returns how to settle the item.
 func (e *Engine) process(h *handling) settlement {
 	ctx, log := h.ctx, h.log
-	rec, err := e.store.Delivery(ctx, h.id)
+	// The bridge names the delivery's event and subscription in the work
+	// item's headers: everything below is then read in one round trip.
+	route := queue.RouteOf(h.msg)
+	rec, pre, err := e.store.DeliveryAndLoad(ctx, h.id, route.EventID, route.SubscriptionID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Expired or deleted: nothing left to deliver, and nothing to record.
@@ -136,7 +143,12 @@ func (e *Engine) process(h *handling) settlement {
 		return e.wait(h, d.NextRetryAt.Time, reasonEarly)
 	}
 
-	if h.b, err = e.store.Load(ctx, d); err != nil {
+	if pre != nil {
+		h.b, err = pre.Bundle()
+	} else {
+		h.b, err = e.store.Load(ctx, d)
+	}
+	if err != nil {
 		return e.infraRetry(h, err)
 	}
 	b := h.b

@@ -51,6 +51,8 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 		}
 	}
 	msg := queue.NewScheduleMsg(e.cfg.Queue, h.id, until)
+	d := h.delivery()
+	queue.SetRoute(msg, queue.Route{SubscriptionID: d.SubscriptionID, EventID: d.EventID})
 	span := e.startWaiting(h, msg, until)
 	err := e.publishWaiting(h.ctx, msg)
 	endWaiting(span, err)

@@ -22,10 +22,12 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n\n",
 		out.commandsPer(), commandBreakdown(out))
 
-	b.WriteString("Where the commands come from (the code, not this run): the bridge moves a batch with one script (its LMOVEs run inside it) " +
-		"and removes the published ids with pipelined LREMs; the engine reads GET delivery, then one MGET of event, subscription, secret and " +
-		"settings; the outcome is one EVALSHA whose GET and SET run inside it. The commands of concurrent deliveries share round trips " +
-		"(go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
+	b.WriteString("Where the commands come from (the code, not this run): per batch, the bridge moves the ids with one script (one RPOP and one LPUSH " +
+		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +
+		"and removes the published batch with one script (LRANGE and LTRIM inside it; LREM per id only when the batch is not the head of its " +
+		"processing list); per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
+		"only for a work item without those headers), and the outcome is one EVALSHA whose GET and SET run inside it. The commands of concurrent " +
+		"deliveries share round trips (go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
 	b.WriteString("This machine is shared (the load average above says how busy it was). These are CPU per delivery, far less sensitive " +
 		"to load than rates, but contention still inflates them (cache misses, more scheduling, more GC while a drain takes longer): " +
 		"read differences under about 15 % between runs as noise.\n\n")

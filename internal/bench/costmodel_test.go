@@ -82,9 +82,9 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}
 	}
-	// Every delivery moved once (LMOVE) and had one outcome script: the
+	// Every delivery was read once (MGET) and had one outcome script: the
 	// command counts are per delivery, not per run.
-	for _, cmd := range []string{"LMOVE", "EVALSHA"} {
+	for _, cmd := range []string{"MGET", "EVALSHA"} {
 		m := regexp.MustCompile(cmd + ` ([0-9.]+)`).FindStringSubmatch(doc)
 		if m == nil {
 			t.Fatalf("no %s count in:\n%s", cmd, doc)

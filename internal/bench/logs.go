@@ -46,6 +46,20 @@ func (lc *logCounter) count(sub, msg, reason string) int {
 	return n
 }
 
+// total returns how many records with msg were logged, whatever their
+// subscription and reason.
+func (lc *logCounter) total(msg string) int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	n := 0
+	for k, c := range lc.counts {
+		if k.msg == msg {
+			n += c
+		}
+	}
+	return n
+}
+
 // reasons returns the reasons logged with msg for sub and how often.
 func (lc *logCounter) reasons(sub, msg string) map[string]int {
 	lc.mu.Lock()

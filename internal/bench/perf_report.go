@@ -279,7 +279,7 @@ func costCeiling(q, ceiling *perfResult) string {
 	}
 	best := float64(runtime.NumCPU()) * 1e6 / costPer(q)
 	return fmt.Sprintf("jetrelay's own cost is %s, so even with the whole machine and no writers it tops out near %.0f/s = %.0f %% of the ceiling: "+
-		"the pipeline (bridge LMOVE + publish + delete, JetStream store and ack, the engine's pipelined Redis reads, JSON parsing, the outcome write) costs %.1f× a bare POST. "+
+		"the pipeline (bridge move + publish + delete, JetStream store and ack, the engine's pipelined Redis reads, JSON parsing, the outcome write) costs %.1f× a bare POST. "+
 		"That is the bound; the profile shows its parts.", costLine(q), best, 100*best/ceiling.throughput, costPer(q)/costPer(ceiling))
 }
 

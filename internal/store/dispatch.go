@@ -31,19 +31,25 @@ func ProcessingList(instanceID string) string { return "dispatch:processing:" + 
 func HeartbeatKey(instanceID string) string { return "jetrelay:bridge:" + instanceID }
 
 // moveBatchLua moves up to ARGV[1] ids from the pending list to the
-// processing list, oldest first, and stops at the first empty read: one
-// round trip, and no wasted LMOVEs when only a few ids wait. A script runs
-// atomically, so an id is always in exactly one of the two lists.
+// processing list, oldest first: one RPOP of them all and one LPUSH, which
+// leaves the processing list as one LMOVE per id would (the newest moved
+// at its head), in two commands per batch instead of one per id. A script
+// runs atomically, so an id is always in exactly one of the two lists; the
+// processing list's type is checked before anything is popped, since Redis
+// does not undo a script's RPOP when its LPUSH fails.
 //
 //	KEYS = [dispatch:pending, processing list]  ARGV = [max]
 var moveBatchLua = redis.NewScript(`
-local out = {}
-for i = 1, tonumber(ARGV[1]) do
-  local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
-  if not id then break end
-  out[#out + 1] = id
+local t = redis.call('TYPE', KEYS[2]).ok
+if t ~= 'list' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is not a list')
 end
-return out
+local ids = redis.call('RPOP', KEYS[1], ARGV[1])
+if not ids then return {} end
+for i = 1, #ids, 1000 do
+  redis.call('LPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
+end
+return ids
 `)
 
 // MovePending moves up to max ids from dispatch:pending into list in one
@@ -80,29 +86,47 @@ func (s *Store) Oldest(ctx context.Context, list string, n int) ([]string, error
 	return ids, nil
 }
 
+// removeHeadLua removes one occurrence of each id in ARGV from the list
+// KEYS[1]. When the list's first #ARGV entries are exactly those ids (the
+// batch just moved there, all of it published: the usual case) one LTRIM
+// drops them; otherwise each id is removed with LREM, as one LREM per id
+// would remove the same entries (the first occurrence of each).
+var removeHeadLua = redis.NewScript(`
+local n = #ARGV
+local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
+if #head == n then
+  local want = {}
+  for _, id in ipairs(ARGV) do want[id] = (want[id] or 0) + 1 end
+  local same = true
+  for _, id in ipairs(head) do
+    local c = want[id]
+    if not c or c == 0 then same = false break end
+    want[id] = c - 1
+  end
+  if same then
+    redis.call('LTRIM', KEYS[1], n, -1)
+    return n
+  end
+end
+for _, id in ipairs(ARGV) do redis.call('LREM', KEYS[1], 1, id) end
+return n
+`)
+
 // RemoveFromList removes one occurrence of each id from list in one round
-// trip and returns the ids whose removal failed, with the first error.
+// trip and returns the ids whose removal failed (all of them or none),
+// with the error.
 func (s *Store) RemoveFromList(ctx context.Context, list string, ids []string) ([]string, error) {
-	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			p.LRem(ctx, list, 1, id)
-		}
-		return nil
-	})
-	if len(cmds) != len(ids) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	if err := removeHeadLua.Run(ctx, s.rdb, []string{list}, args...).Err(); err != nil {
 		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
 	}
-	var failed []string
-	var firstErr error
-	for i, c := range cmds {
-		if cerr := c.Err(); cerr != nil {
-			failed = append(failed, ids[i])
-			if firstErr == nil {
-				firstErr = fmt.Errorf("remove acknowledged id from %s: %w", list, cerr)
-			}
-		}
-	}
-	return failed, firstErr
+	return nil, nil
 }
 
 // Beat writes instanceID's heartbeat key with its TTL (value is for

@@ -192,3 +192,55 @@ func TestLoadAndDelivery_FailWithTheRedisErrorWhenRedisIsDown(t *testing.T) {
 		t.Error("Ping succeeded with Redis down")
 	}
 }
+
+func TestDeliveryAndLoad_ReadsTheDeliveryAndItsRecordsInOneRoundTrip(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	mustSet(t, c, SubscriptionKey(subID), adminSub)
+	mustSet(t, c, SecretKey(subID), "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw=")
+	trips := &roundTrips{}
+	c.AddHook(trips)
+
+	rec, pre, err := st.DeliveryAndLoad(ctx, delID, evtID, subID)
+	if err != nil || pre == nil {
+		t.Fatalf("DeliveryAndLoad = %v, prefetched %v", err, pre != nil)
+	}
+	if len(trips.gets) != 1 || len(trips.gets[0]) != 5 {
+		t.Errorf("GETs per round trip = %v, want the delivery and Load's four keys in one", trips.gets)
+	}
+	if string(rec.Raw) != pendingDelivery || rec.SubscriptionID != subID {
+		t.Errorf("delivery = %s", rec.Raw)
+	}
+	b, err := pre.Bundle()
+	if err != nil {
+		t.Fatalf("Bundle: %v", err)
+	}
+	want, err := st.Load(ctx, rec.Delivery)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if string(b.EventRaw) != string(want.EventRaw) || string(b.SubscriptionRaw) != string(want.SubscriptionRaw) ||
+		b.Secret != want.Secret || b.HasSecret != want.HasSecret || b.Subscription.URL != want.Subscription.URL {
+		t.Errorf("prefetched bundle %+v differs from Load's %+v", b, want)
+	}
+}
+
+func TestDeliveryAndLoad_IgnoresIdsTheRecordDoesNotName(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
+	mustSet(t, c, SubscriptionKey("whsub_other"), adminSub)
+
+	rec, pre, err := st.DeliveryAndLoad(ctx, delID, evtID, "whsub_other")
+	if err != nil || rec == nil || rec.SubscriptionID != subID {
+		t.Fatalf("DeliveryAndLoad = %+v, %v; want the delivery record", rec, err)
+	}
+	if pre != nil {
+		t.Error("the records of a subscription the delivery does not name were handed out as its own")
+	}
+	if _, _, err := st.DeliveryAndLoad(ctx, "del_gone", evtID, subID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing delivery: err = %v, want ErrNotFound", err)
+	}
+}

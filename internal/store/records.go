@@ -32,6 +32,11 @@ type SubscriptionRecord struct {
 func (s *Store) Delivery(ctx context.Context, id string) (*DeliveryRecord, error) {
 	key := DeliveryKey(id)
 	raw, err := readRecord(s.gets(ctx, key)[0], key)
+	return deliveryRecord(key, raw, err)
+}
+
+// deliveryRecord checks and parses a delivery record as read (raw, err).
+func deliveryRecord(key string, raw []byte, err error) (*DeliveryRecord, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -86,12 +91,58 @@ func (s *Store) Load(ctx context.Context, d *proto.Delivery) (*Bundle, error) {
 	if d == nil {
 		return nil, errors.New("store: load: nil delivery")
 	}
-	eventKey, subKey, secretKey := EventKey(d.EventID), SubscriptionKey(d.SubscriptionID), SecretKey(d.SubscriptionID)
-	settingsKey := SettingsKey(d.SubscriptionID)
+	keys := bundleKeys(d.EventID, d.SubscriptionID)
 	// The settings record is optional and absent for most subscriptions: it
 	// must not cost the second look a missing record gets.
-	vals, errs := s.read(ctx, 3, eventKey, subKey, secretKey, settingsKey)
+	vals, errs := s.read(ctx, 3, keys[:]...)
+	return s.bundle(keys, vals, errs)
+}
 
+// Prefetched is what Load would answer, read ahead with the delivery
+// (DeliveryAndLoad) and parsed only when asked for.
+type Prefetched struct {
+	s    *Store
+	keys [4]string
+	vals [][]byte
+	errs []error
+}
+
+// Bundle returns what Load(ctx, d) would have returned for the delivery
+// read with it.
+func (p *Prefetched) Bundle() (*Bundle, error) { return p.s.bundle(p.keys, p.vals, p.errs) }
+
+// DeliveryAndLoad reads delivery:{id} and, in the same MGET, the records
+// Load reads for a delivery of eventID and subscriptionID (the ids a work
+// item's headers name): one round trip where Delivery then Load take two,
+// one after the other. rec and err are as Delivery's. pre is nil when
+// either id is empty or when the record names other ids than the ones
+// given: the caller then calls Load, so a wrong hint costs a round trip,
+// never a wrong read.
+func (s *Store) DeliveryAndLoad(ctx context.Context, id, eventID, subscriptionID string) (rec *DeliveryRecord, pre *Prefetched, err error) {
+	if eventID == "" || subscriptionID == "" {
+		rec, err = s.Delivery(ctx, id)
+		return rec, nil, err
+	}
+	key := DeliveryKey(id)
+	bk := bundleKeys(eventID, subscriptionID)
+	vals, errs := s.read(ctx, 4, key, bk[0], bk[1], bk[2], bk[3])
+	if rec, err = deliveryRecord(key, vals[0], errs[0]); err != nil {
+		return nil, nil, err
+	}
+	if rec.EventID != eventID || rec.SubscriptionID != subscriptionID {
+		return rec, nil, nil
+	}
+	return rec, &Prefetched{s: s, keys: bk, vals: vals[1:], errs: errs[1:]}, nil
+}
+
+// bundleKeys are the keys Load reads, in the order bundle takes them.
+func bundleKeys(eventID, subscriptionID string) [4]string {
+	return [4]string{EventKey(eventID), SubscriptionKey(subscriptionID), SecretKey(subscriptionID), SettingsKey(subscriptionID)}
+}
+
+// bundle makes Load's answer of what read returned for keys (bundleKeys).
+func (s *Store) bundle(keys [4]string, vals [][]byte, errs []error) (*Bundle, error) {
+	eventKey, subKey, settingsKey := keys[0], keys[1], keys[3]
 	b := &Bundle{}
 	var err error
 	if b.EventRaw, b.EventErr = vals[0], errs[0]; isInfra(b.EventErr) {

@@ -1,10 +1,15 @@
 package store
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/testenv"
 	"github.com/jetrelay/jetrelay/proto"
 )
 
@@ -55,4 +60,86 @@ func BenchmarkSuccessPatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkReadForAttempt is the engine's read of a delivery and what its
+// attempt needs, without the autopipeliner (one round trip per call), from
+// 16 goroutines against a local redis-server: the delivery, then Load (two
+// round trips one after the other), or DeliveryAndLoad with the ids a work
+// item's headers name (one). Its ns/op include the wait for Redis; the CPU
+// of this process and of redis-server per op (cpu-µs/op, redis-µs/op) are
+// what a delivery pays; compare the two on the same machine, in one run.
+// `go test -run '^$' -bench ReadForAttempt -benchmem ./internal/store`
+func BenchmarkReadForAttempt(b *testing.B) {
+	env := testenv.Redis(b)
+	st := NewWithOptions(env.Client, Options{})
+	ctx := context.Background()
+	for key, v := range map[string]string{DeliveryKey(delID): pendingDelivery, EventKey(evtID): string(benchEvent),
+		SubscriptionKey(subID): adminSub, SecretKey(subID): "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw="} {
+		if err := env.Client.Set(ctx, key, v, 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("GET then MGET", func(b *testing.B) {
+		defer reportCPU(b, env.Client)()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				rec, err := st.Delivery(ctx, delID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.Load(ctx, rec.Delivery); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("one MGET", func(b *testing.B) {
+		defer reportCPU(b, env.Client)()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_, pre, err := st.DeliveryAndLoad(ctx, delID, evtID, subID)
+				if err != nil || pre == nil {
+					b.Fatal(err)
+				}
+				if _, err := pre.Bundle(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// reportCPU returns a function that reports this process's and
+// redis-server's CPU per op since reportCPU was called.
+func reportCPU(b *testing.B, rdb *redis.Client) func() {
+	c0, r0 := processCPU(), redisCPU(b, rdb)
+	return func() {
+		c1, r1 := processCPU(), redisCPU(b, rdb)
+		b.ReportMetric(float64((c1-c0).Microseconds())/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(float64((r1-r0).Microseconds())/float64(b.N), "redis-µs/op")
+	}
+}
+
+// redisCPU is redis-server's user + system CPU (INFO cpu).
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += f
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }

@@ -9,13 +9,15 @@ import (
 )
 
 // TraceOrigin is what a delivery record says about the trace its spans
-// belong to.
+// belong to and the records it points to.
 type TraceOrigin struct {
 	TraceID string // the event's trace id as admin stored it, "" if none
 	Flags   string // proto.InboundTraceFlags of the record
 	// SubscriptionID routes the delivery of an ordered subscription
-	// (bridge/route.go); read in the same MGET.
+	// (bridge/route.go); it and EventID, read in the same MGET, go in the
+	// work item's headers (queue.SetRoute).
 	SubscriptionID string
+	EventID        string
 }
 
 // TraceOrigins reads the trace origin of each delivery in one round trip,
@@ -36,12 +38,13 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 		if !ok {
 			continue
 		}
-		// Only the three trace fields are read, leniently: a record the
-		// engine will quarantine still has its publish traced.
-		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id")
+		// Only these fields are read, leniently: a record the engine will
+		// quarantine still has its publish traced (and the engine checks
+		// the ids against the record it reads).
+		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id")
 		inbound := r[2].Type == gjson.True
 		d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
-		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String()}
+		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String()}
 	}
 	return out, nil
 }

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"io"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+)
+
+// maxCommandsPerDelivery is what one delivery of a preloaded backlog may
+// cost in Redis commands, those run inside scripts included, as the cost
+// model counts them (INFO commandstats): the engine's one MGET of the
+// delivery and its records, its outcome script (EVALSHA, with the GET and
+// SET it runs), and the bridge's per-batch move, read and removal shared
+// by the batch, plus room for the background (heartbeats, scans) of a
+// short run. It was 7.0 before the bridge named each delivery's records
+// in its work item and moved and removed batches with a few commands each.
+const maxCommandsPerDelivery = 4.3
+
+// A delivery of a preloaded backlog costs the Redis commands the cost
+// model publishes, and no more: a command added to the hot path (a second
+// read, a write outside the outcome script, a per-id list operation in the
+// bridge) fails here rather than only in the next benchmark run.
+func TestCostModel_ADeliveryCostsAtMostFourRedisCommandsAndAFraction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, an embedded JetStream and jetrelay")
+	}
+	ctx := t.Context()
+	// A fixed pool of 64 workers over 16 subscriptions stays far below
+	// each subscription's first in-flight limit (16): almost every
+	// handling is a first send, the case counted here.
+	settings := map[string]string{"JETRELAY_WORKERS": "64", "JETRELAY_MIN_WORKERS": "64"}
+	b := &benchContext{progress: io.Discard, verbose: io.Discard, getenv: func(k string) string { return settings[k] }}
+	o := &costOptions{deliveries: 2000, subs: 16, emitters: 16, eventBytes: 1024, settle: time.Minute}
+	env, f, _, err := costEnv(ctx, b, o, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	c0, err := commandStats(ctx, env.adminDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitDrained(ctx, env, f, o.deliveries, o.settle); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := settledCommandStats(ctx, env.adminDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &outsideFigures{n: o.deliveries, commands: map[string]int64{}}
+	for k, v := range c1 {
+		if d := v - c0[k]; d > 0 && k != "info" {
+			out.commands[k] = d
+		}
+	}
+	// A machine busy enough to shrink a subscription's in-flight limit
+	// puts some deliveries off all the same: each costs one more handling
+	// (its MGET, and its wait note's script with the GET and SET inside),
+	// which is the put-off's cost, not the delivery's.
+	putOffs := env.logs.total("delivery put off")
+	var total int64
+	for _, n := range out.commands {
+		total += n
+	}
+	per := float64(total-4*int64(putOffs)) / float64(o.deliveries)
+	t.Logf("%.2f Redis commands per delivery (%d put off): %v", per, putOffs, out.commands)
+	if per > maxCommandsPerDelivery {
+		t.Errorf("%.2f Redis commands per delivery, want at most %.1f: %v", per, maxCommandsPerDelivery, out.commands)
+	}
+	// The engine reads each delivery once, with its records (MGET), and
+	// never with a GET of its own: the only GETs are the scripts' (EVAL
+	// when a script was not cached yet).
+	if get, scripts := out.commands["get"], out.commands["evalsha"]+out.commands["eval"]; get > scripts {
+		t.Errorf("%d GETs for %d scripts run: the engine reads a delivery outside its MGET (commands %v)", get, scripts, slices.Sorted(maps.Keys(out.commands)))
+	}
+}
