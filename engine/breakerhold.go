@@ -217,7 +217,7 @@ func (e *Engine) admitThrough(ctx context.Context, h *handling, lastChance bool)
 	sub := h.delivery().SubscriptionID
 	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
-		return nil, putOffReason{later(back, h.now.Add(e.cfg.BusyWaitMin)), "subscription_busy"}, false
+		return nil, putOffReason{later(back, h.now.Add(e.cfg.BusyWaitMin)), reasonBusy}, false
 	}
 	closeBreaker := e.breakers.lastChance(sub)
 	done := func(result error) {

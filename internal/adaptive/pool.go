@@ -361,6 +361,19 @@ func (p *Pool) Release(id string, latency time.Duration, r Result) {
 	}
 }
 
+// Room is how many more sends endpoint id may start now (0 when it is at
+// its limit or at its share of the pool) and its adaptive limit: what a
+// caller holding deliveries back for it may let go at once.
+func (p *Pool) Room(id string) (room, limit int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	if e == nil {
+		return p.cfg.Initial, p.cfg.Initial
+	}
+	return max(0, p.capacity(e)-e.inflight), e.limit.Value()
+}
+
 // sweep forgets endpoints idle for longer than Idle, at most every Idle/4.
 func (p *Pool) sweep(now time.Time) {
 	if now.Sub(p.lastSweep) < p.cfg.Idle/4 {
