@@ -222,3 +222,25 @@ func TestPool_ASlowEndpointHoldsItsShareBesideOthersAndAllButTheReserveAlone(t *
 		t.Fatalf("slow endpoint alone runs %d sends, want all but the reserve (56)", p.InFlight)
 	}
 }
+
+func TestPool_RoomIsWhatAnEndpointMayStillStartAndItsAcquireAgrees(t *testing.T) {
+	p := NewPool(PoolConfig{Workers: 8, Initial: 2, Max: 2})
+	if room, limit := p.Room("new"); room != 2 || limit != 2 {
+		t.Fatalf("an endpoint never asked for: room %d, limit %d; want its initial limit, 2 and 2", room, limit)
+	}
+	for i := range 2 {
+		if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+			t.Fatalf("acquire %d refused under the limit", i+1)
+		}
+	}
+	if room, _ := p.Room("a"); room != 0 {
+		t.Fatalf("at its limit: room %d, want 0", room)
+	}
+	p.Release("a", time.Second, Healthy)
+	if room, _ := p.Room("a"); room != 1 {
+		t.Fatalf("one send ended: room %d, want 1", room)
+	}
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("Room said 1 but Acquire refused")
+	}
+}
