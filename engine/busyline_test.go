@@ -209,3 +209,29 @@ func TestBusy_ParkedDeliveriesAreReleasedAtShutdownForAnotherReplicaAtOnce(t *te
 		}
 	}
 }
+
+func TestBusy_ADeliveryParkedLongerThanItsBoundIsPutOffAndStillDelivered(t *testing.T) {
+	t.Parallel()
+	e, gate, putOffs, sub := busyEnv(t, 5*time.Second)
+	events := backlog(t, e, gate, putOffs, sub, 4)
+	// The held send outlasts the park's bound (5 s): the three parked
+	// deliveries go the put-off way, their records saying why they wait.
+	waitFor(t, 15*time.Second, "the parked deliveries to be put off once their bound passed", func() bool {
+		return putOffs.count() == 3
+	})
+	if st := e.engine.ParkStats(); st.Expired < 3 {
+		t.Errorf("park stats = %+v, want the 3 parked deliveries expired", st)
+	}
+	for _, ev := range events[1:] {
+		rec, err := e.store.Delivery(context.Background(), admin.DeliveryID(ev, sub))
+		if err != nil || rec.Waiting == nil || *rec.Waiting != "subscription_busy" {
+			t.Fatalf("put-off delivery %s: record %v, err %v; want it waiting for subscription_busy", ev, rec, err)
+		}
+	}
+	gate.openGate()
+	for _, ev := range events {
+		if rec := e.final(t, admin.DeliveryID(ev, sub)); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+			t.Fatalf("record = %s; want SUCCESS on its one attempt", rec.Raw)
+		}
+	}
+}
