@@ -186,8 +186,8 @@ func (e *Engine) process(h *handling) settlement {
 	e.freshEvidence(d, sub)
 	e.releasedEvidence(h)
 	woke := e.busy.arrived(h.item.parked)
-	if e.parkBehind(h, woke) {
-		return parkedInLine()
+	if s, ok := e.waitBehind(h, woke); ok {
+		return s
 	}
 	adm, wait, ok := e.admitHandling(h)
 	if !ok && wait.reason == reasonBreakerOpen && d.Attempts == 0 && h.line == nil {

@@ -244,3 +244,21 @@ func TestPool_RoomIsWhatAnEndpointMayStillStartAndItsAcquireAgrees(t *testing.T)
 		t.Fatal("Room said 1 but Acquire refused")
 	}
 }
+
+func TestPool_ADeliveryTurnedAwayBehindOthersComesBackAfterThemLikeARefusedOne(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 8, Initial: 1, Max: 1, Now: func() time.Time { return now }})
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("first acquire refused")
+	}
+	now = now.Add(time.Second)
+	p.Release("a", time.Second, Healthy) // one answer: a 1 s endpoint
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("acquire after the release refused")
+	}
+	_, refused := p.Acquire(context.Background(), "a")
+	behind := p.TurnAway("a")
+	if !behind.After(refused) || behind.Sub(refused) > 2*time.Second {
+		t.Fatalf("refused at the limit: back at %s; turned away behind it: back at %s; want later, by about one send time", refused, behind)
+	}
+}
