@@ -144,9 +144,9 @@ func (l *lanes) close() {
 }
 
 // next is a worker's next item: a woken one first, then new work unless
-// turn is a multiple of backShare. It waits for one, and returns false once both lanes are
-// closed and empty (done then says so) or when an idle worker is woken
-// to retire.
+// turn is a multiple of backShare. It waits for one, and returns false
+// once both lanes are closed and empty (done then says so) or when an
+// idle worker is woken to retire.
 func (l *lanes) next(turn int) (queued, bool) {
 	select {
 	case q := <-l.woken:
