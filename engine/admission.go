@@ -29,6 +29,9 @@ const (
 	// reasonBreakerOpen is the put-off of a delivery whose subscription's
 	// circuit breaker is open.
 	reasonBreakerOpen = "breaker_open"
+	// reasonBusy is the put-off of a delivery whose subscription is at its
+	// in-flight limit, when it cannot be parked (busyline.go).
+	reasonBusy = "subscription_busy"
 )
 
 // putOffReason says why and until when a delivery is put off.
@@ -44,7 +47,7 @@ func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admissi
 	if !ok {
 		// Come back about when a slot should be free again, at least
 		// BusyWaitMin from now.
-		return nil, putOffReason{later(back, now.Add(e.cfg.BusyWaitMin)), "subscription_busy"}, false
+		return nil, putOffReason{later(back, now.Add(e.cfg.BusyWaitMin)), reasonBusy}, false
 	}
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {

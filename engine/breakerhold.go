@@ -44,12 +44,15 @@ import (
 // before. There are O(1) of them per open period (those sent before the
 // breaker opened, and each probe), since the breaker lets nothing else out.
 //
-// The in-flight limit's put-off (subscription_busy) is not held this way:
-// its wait ends when one of the subscription's own sends ends, on whichever
-// replica runs it, within a send's time, and JetStream has no cheap signal
-// for "a slot freed on some replica"; a hold would need one, or a check per
-// BusyWaitMin that costs what the wake-ups cost. Its put-offs stay
-// per-delivery wake-ups.
+// A subscription at its in-flight limit is not held this way: the limit is
+// per replica, so the wait ends when one of this replica's own sends to the
+// subscription ends, a local event, within about a send's time. Its
+// deliveries wait parked in memory in the subscription's wait line on this
+// replica, unacked and kept alive, and a worker takes the next one when a
+// send ends (busyline.go): no record write, no wake-up, no republish. Only
+// past the line's bounds (per subscription, per replica, 5 s) is a
+// delivery put off as a per-delivery wake-up (subscription_busy), as
+// before.
 
 // holdForBreaker holds a never-sent delivery while its subscription's
 // breaker is open (see above).
@@ -217,7 +220,7 @@ func (e *Engine) admitThrough(ctx context.Context, h *handling, lastChance bool)
 	sub := h.delivery().SubscriptionID
 	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
-		return nil, putOffReason{later(back, h.now.Add(e.cfg.BusyWaitMin)), "subscription_busy"}, false
+		return nil, putOffReason{later(back, h.now.Add(e.cfg.BusyWaitMin)), reasonBusy}, false
 	}
 	closeBreaker := e.breakers.lastChance(sub)
 	done := func(result error) {

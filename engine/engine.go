@@ -200,6 +200,7 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	workers   *workers
+	busy      *busyLines // deliveries parked while their subscription is at its limit here
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
@@ -228,6 +229,8 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.breakers = newBreakers(cfg.Breaker)
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
+	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
+	e.inflight.freed = e.busy.freed
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	e.lineAlive = newKeepAlive(queue.OrderedAckWait / 4)
 	return e, nil
@@ -252,6 +255,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { defer close(lineAliveDone); e.lineAlive.run(workCtx) }()
 
 	work := newSizedLanes(min(e.workers.most, maxBuffer), e.workers.buffer)
+	work.woken = e.busy.woken
+	busyDone := make(chan struct{})
+	go func() { defer close(busyDone); e.busy.run(ctx) }()
 	f := newSizedFetched(min(e.workers.most, maxBuffer), e.workers.buffer)
 	var wg sync.WaitGroup
 	spawn := e.runWorkers(ctx, workCtx, work, &wg)
@@ -262,7 +268,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { defer close(linesDone); e.runLines(ctx, work) }()
 	e.consume(ctx, work, f)
 	<-linesDone
-	<-sized // no worker starts after this
+	<-busyDone // parked items released; none parks after this
+	<-sized    // no worker starts after this
 	work.close()
 
 	done := make(chan struct{})

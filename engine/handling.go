@@ -35,6 +35,9 @@ type handling struct {
 	lab Labels
 
 	line *line // the ordered line the item came from, nil for others (ordered.go)
+	// item is the work item as the worker got it: what a park keeps
+	// (busyline.go).
+	item queued
 }
 
 // handlings is how often the work item has been handled, this handling
@@ -80,6 +83,7 @@ const (
 	settleLater                      // handle again after delay, whatever the cause
 	settleTerm                       // the work item itself is unusable
 	settleLeave                      // another copy of the item settles it (settleLoser)
+	settleParked                     // parked in its busy subscription's wait line (busyline.go)
 )
 
 func ack() settlement { return settlement{kind: settleAck} }
@@ -88,6 +92,10 @@ func ack() settlement { return settlement{kind: settleAck} }
 // cause (Redis unreachable, a secret not stored yet, a panic): at once when
 // d is 0, otherwise as a JetStream wake-up (settle).
 func nakAfter(d time.Duration) settlement { return settlement{kind: settleLater, delay: d} }
+
+// parkedInLine neither settles the item nor stops keeping it alive: it
+// waits in its subscription's wait line for a slot.
+func parkedInLine() settlement { return settlement{kind: settleParked} }
 
 // leave neither acks nor naks the item: it is another copy's to settle.
 func leave() settlement { return settlement{kind: settleLeave} }

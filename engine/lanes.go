@@ -35,6 +35,10 @@ import (
 // behind slow sends never outlives AckWait.
 type lanes struct {
 	fresh, back chan queued
+	// woken is the busy subscriptions' wait lines' items leaving their
+	// line (busyline.go), taken before anything else: a slot waits for
+	// them. nil: none.
+	woken <-chan queued
 	// depth is how many items the new lane buffers now (the back lane
 	// backDepth times as many): it follows the worker pool's live size
 	// (workers.buffer), so a pool grown for slow receivers buffers more
@@ -57,7 +61,8 @@ type queued struct {
 	m        jetstream.Msg
 	md       *jetstream.MsgMetadata
 	withdraw func()
-	line     *line // the ordered line it came from, nil for the shared consumer's items
+	line     *line   // the ordered line it came from, nil for the shared consumer's items
+	parked   *parked // set when it comes out of a busy subscription's wait line
 }
 
 const (
@@ -138,11 +143,16 @@ func (l *lanes) close() {
 	close(l.back)
 }
 
-// next is a worker's next item, new work first unless turn is a multiple
-// of backShare. It waits for one, and returns false once both lanes are
-// closed and empty (done then says so) or when an idle worker is woken
-// to retire.
+// next is a worker's next item: a woken one first, then new work unless
+// turn is a multiple of backShare. It waits for one, and returns false
+// once both lanes are closed and empty (done then says so) or when an
+// idle worker is woken to retire.
 func (l *lanes) next(turn int) (queued, bool) {
+	select {
+	case q := <-l.woken:
+		return q, true
+	default:
+	}
 	first, second := l.fresh, l.back
 	if turn%backShare == 0 {
 		first, second = second, first
@@ -170,6 +180,8 @@ func (l *lanes) next(turn int) (queued, bool) {
 				return q, true
 			}
 			second = nil
+		case q := <-l.woken:
+			return q, true
 		case <-l.retire:
 			return queued{}, false
 		}
@@ -181,7 +193,7 @@ func (l *lanes) next(turn int) (queued, bool) {
 func (l *lanes) done() bool { return l.closed.Load() }
 
 // backlog is how many items wait in the lanes for a worker.
-func (l *lanes) backlog() int { return len(l.fresh) + len(l.back) }
+func (l *lanes) backlog() int { return len(l.fresh) + len(l.back) + len(l.woken) }
 
 // WorkStats counts the work items this replica's consumer handed to its
 // workers since it started, by lane.

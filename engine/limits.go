@@ -18,6 +18,9 @@ import (
 // caller put the delivery off instead of tying up a worker.
 type inflight struct {
 	pool *adaptive.Pool
+	// freed is told of every slot given back: the subscription's wait
+	// line may hand its next delivery to a worker (busyline.go).
+	freed func(id string)
 }
 
 // newInflight shares the pool w among the subscriptions. A new
@@ -48,6 +51,9 @@ func (l *inflight) release(id string, took time.Duration, result error) {
 		r = adaptive.Dropped
 	}
 	l.pool.Release(id, took, r)
+	if l.freed != nil {
+		l.freed(id)
+	}
 }
 
 // SubscriptionLimit is one subscription's adaptive in-flight limit on this

@@ -81,6 +81,8 @@ type Decision struct {
 	// (upstream 0.1.25.24's reason); for PutOff, why:
 	// breaker_open, subscription_busy, subscription_<status> (held for a
 	// paused or disabled subscription), infra_error or secret_unavailable.
+	// A delivery parked in memory for its busy subscription (busyline.go)
+	// is not put off and not reported; Engine.ParkStats counts it.
 	Reason string
 	// StatusCode is the endpoint's status for Delivered (0 when none).
 	StatusCode int

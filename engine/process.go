@@ -51,8 +51,12 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
-	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id), line: q.line}
+	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id), line: q.line, item: q}
 	s := settleInLine(h, e.safeProcess(h))
+	e.busy.done(q.parked)
+	if s.kind == settleParked {
+		return
+	}
 	q.withdraw()
 	e.settle(ctx, m, s, handlings, func(at time.Time) *nats.Msg {
 		msg := queue.NewScheduleMsg(e.cfg.Queue, id, at)
@@ -193,16 +197,27 @@ func (e *Engine) process(h *handling) settlement {
 
 	e.freshEvidence(d, sub)
 	e.releasedEvidence(h)
+	woke := e.busy.arrived(h.item.parked)
+	if s, ok := e.waitBehind(h, woke); ok {
+		return s
+	}
 	adm, wait, ok := e.admitHandling(h)
 	if !ok && wait.reason == reasonBreakerOpen && d.Attempts == 0 && h.line == nil {
 		// An ordered line's item waits in its line instead (waitInLine):
 		// held apart, it would lose its place.
 		return e.holdForBreaker(h)
 	}
+	if !ok && wait.reason == reasonBusy && e.parkBusy(h, woke) {
+		return parkedInLine()
+	}
 	if !ok {
 		return e.wait(h, wait.until, wait.reason)
 	}
 	defer adm.close()
+	if woke {
+		// Its limit may have grown: let the next in line look for a slot.
+		e.busy.freed(d.SubscriptionID)
+	}
 
 	secret := ""
 	if b.HasSecret {

@@ -193,6 +193,9 @@ func (e *Engine) runWorkers(ctx, workCtx context.Context, work *lanes, wg *sync.
 					}
 					continue
 				}
+				if q.parked != nil {
+					e.busy.took()
+				}
 				if ctx.Err() != nil {
 					// Buffered but not started: hand it straight back so
 					// another replica can take it now rather than after

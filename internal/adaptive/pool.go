@@ -217,6 +217,27 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	if e.inflight < e.limit.Value() {
 		p.squeezed++
 	}
+	return false, p.comeBack(e, now)
+}
+
+// TurnAway counts a delivery to endpoint id turned away without asking for
+// a slot (others wait for one ahead of it) and says when it should come
+// back, as a refused Acquire does.
+func (p *Pool) TurnAway(id string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	e := p.keys[id]
+	if e == nil {
+		return now.Add(p.cfg.FastAnswer)
+	}
+	e.lastUsed = now
+	return p.comeBack(e, now)
+}
+
+// comeBack queues a turned-away delivery behind the others (Acquire), p.mu
+// held.
+func (p *Pool) comeBack(e *endpoint, now time.Time) time.Time {
 	latency := e.limit.Latency()
 	if latency == 0 {
 		latency = max(now.Sub(e.firstSend), p.cfg.FastAnswer)
@@ -229,7 +250,7 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 		// and a delivery put off cannot be called back sooner.
 		e.nextFree = e.nextFree.Add(latency / time.Duration(max(p.capacity(e), p.cfg.Initial)))
 	}
-	return false, e.nextFree
+	return e.nextFree
 }
 
 // mayWait says whether a worker should wait for a slot of e, p.mu held.
@@ -359,6 +380,19 @@ func (p *Pool) Release(id string, latency time.Duration, r Result) {
 		close(e.wake)
 		e.wake = make(chan struct{})
 	}
+}
+
+// Room is how many more sends endpoint id may start now (0 when it is at
+// its limit or at its share of the pool) and its adaptive limit: what a
+// caller holding deliveries back for it may let go at once.
+func (p *Pool) Room(id string) (room, limit int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	if e == nil {
+		return p.cfg.Initial, p.cfg.Initial
+	}
+	return max(0, p.capacity(e)-e.inflight), e.limit.Value()
 }
 
 // sweep forgets endpoints idle for longer than Idle, at most every Idle/4.

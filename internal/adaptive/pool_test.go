@@ -222,3 +222,43 @@ func TestPool_ASlowEndpointHoldsItsShareBesideOthersAndAllButTheReserveAlone(t *
 		t.Fatalf("slow endpoint alone runs %d sends, want all but the reserve (56)", p.InFlight)
 	}
 }
+
+func TestPool_RoomIsWhatAnEndpointMayStillStartAndItsAcquireAgrees(t *testing.T) {
+	p := NewPool(PoolConfig{Workers: 8, Initial: 2, Max: 2})
+	if room, limit := p.Room("new"); room != 2 || limit != 2 {
+		t.Fatalf("an endpoint never asked for: room %d, limit %d; want its initial limit, 2 and 2", room, limit)
+	}
+	for i := range 2 {
+		if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+			t.Fatalf("acquire %d refused under the limit", i+1)
+		}
+	}
+	if room, _ := p.Room("a"); room != 0 {
+		t.Fatalf("at its limit: room %d, want 0", room)
+	}
+	p.Release("a", time.Second, Healthy)
+	if room, _ := p.Room("a"); room != 1 {
+		t.Fatalf("one send ended: room %d, want 1", room)
+	}
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("Room said 1 but Acquire refused")
+	}
+}
+
+func TestPool_ADeliveryTurnedAwayBehindOthersComesBackAfterThemLikeARefusedOne(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 8, Initial: 1, Max: 1, Now: func() time.Time { return now }})
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("first acquire refused")
+	}
+	now = now.Add(time.Second)
+	p.Release("a", time.Second, Healthy) // one answer: a 1 s endpoint
+	if ok, _ := p.Acquire(context.Background(), "a"); !ok {
+		t.Fatal("acquire after the release refused")
+	}
+	_, refused := p.Acquire(context.Background(), "a")
+	behind := p.TurnAway("a")
+	if !behind.After(refused) || behind.Sub(refused) > 2*time.Second {
+		t.Fatalf("refused at the limit: back at %s; turned away behind it: back at %s; want later, by about one send time", refused, behind)
+	}
+}

@@ -204,6 +204,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		s.metrics.WatchLimits(s.engine.Limits)
 		s.metrics.WatchWork(s.engine.WorkStats)
 		s.metrics.WatchPool(s.engine.PoolStats)
+		s.metrics.WatchParks(s.engine.ParkStats)
 	}
 	if s.bridge != nil {
 		s.metrics.WatchBridge(s.bridge.Stats)

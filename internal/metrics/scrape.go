@@ -174,6 +174,24 @@ func (m *Metrics) WatchWork(stats func() engine.WorkStats) {
 	}})
 }
 
+// WatchParks reports the deliveries this replica parked in memory while
+// their subscription was at its in-flight limit here (engine.ParkStats):
+// how many wait now, how many parks there were, and how many of them
+// ran out of time and were put off. Call it at most once.
+func (m *Metrics) WatchParks(stats func() engine.ParkStats) {
+	var (
+		parked  = prometheus.NewDesc("jetrelay_engine_parked", "Deliveries parked in memory now, waiting for a send of their busy subscription on this replica to end (no record write, no wake-up).", nil, nil)
+		parks   = prometheus.NewDesc("jetrelay_engine_parks_total", "Deliveries parked because their subscription was at its in-flight limit on this replica (instead of a subscription_busy put-off).", nil, nil)
+		expired = prometheus.NewDesc("jetrelay_engine_park_expired_total", "Parked deliveries whose subscription stayed busy for the park's bound (5 s): handled again, and put off if it still is.", nil, nil)
+	)
+	m.reg.MustRegister(scraper{descs: []*prometheus.Desc{parked, parks, expired}, collect: func(ch chan<- prometheus.Metric) {
+		s := stats()
+		gauge(ch, parked, float64(s.Parked))
+		counterValue(ch, parks, s.Parks)
+		counterValue(ch, expired, s.Expired)
+	}})
+}
+
 // WatchPool reports the engine's elastic worker pool (engine.PoolStats):
 // its size now, the workers busy, and the most it may grow to. Call it at
 // most once.

@@ -1,0 +1,237 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// gatedEndpoint holds its first request until open is closed and answers
+// every other at once, noting the event ids in the order they came.
+type gatedEndpoint struct {
+	open   chan struct{}
+	opened sync.Once
+	mu     sync.Mutex
+	got    []string
+}
+
+// openGate lets the held request go (once).
+func (g *gatedEndpoint) openGate() { g.opened.Do(func() { close(g.open) }) }
+
+func (g *gatedEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.got = append(g.got, r.Header.Get("X-Cycles-Event-Id"))
+	first := len(g.got) == 1
+	g.mu.Unlock()
+	if first {
+		select {
+		case <-g.open:
+		case <-r.Context().Done():
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (g *gatedEndpoint) events() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.got...)
+}
+
+// busyPutOffs counts one engine's subscription_busy put-offs.
+type busyPutOffs struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *busyPutOffs) Sending(engine.Labels)           {}
+func (c *busyPutOffs) Sent(engine.Labels, engine.Send) {}
+func (c *busyPutOffs) PayloadInvalid(string, string)   {}
+func (c *busyPutOffs) Decided(d engine.Decision) {
+	if d.Kind == engine.PutOff && d.Reason == "subscription_busy" {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+}
+
+func (c *busyPutOffs) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// busyEnv is a subscription limited to one send at a time on a replica of
+// two workers, whose first request is held at the gate, so every later
+// delivery finds it busy; one worker is left to handle them, one at a time.
+func busyEnv(t *testing.T, drain time.Duration) (*env, *gatedEndpoint, *busyPutOffs, string) {
+	t.Helper()
+	gate := &gatedEndpoint{open: make(chan struct{})}
+	putOffs := &busyPutOffs{}
+	e := newEnv(t, envOptions{handler: gate, timeout: 30 * time.Second, engine: func(c *engine.Config) {
+		c.MaxInFlight, c.Workers, c.MinWorkers = 1, 2, 2
+		c.AttemptTimeout, c.DrainTimeout = 30*time.Second, drain
+		c.Observer = putOffs
+	}})
+	t.Cleanup(gate.openGate) // registered after newEnv's: runs before the engine is stopped
+	sub, _, _ := e.subscribe(t, "/custom/gated", nil, nil)
+	return e, gate, putOffs, sub
+}
+
+// backlog enqueues n deliveries to sub: the first is held at the gate, each
+// next one is enqueued once the one before it was parked or put off, so
+// they find the subscription busy in enqueue order. It returns their
+// events' ids, in that order.
+func backlog(t *testing.T, e *env, gate *gatedEndpoint, putOffs *busyPutOffs, sub string, n int) []string {
+	t.Helper()
+	var events []string
+	for i := range n {
+		ev := e.event()
+		id, err := e.admin.SaveEvent(context.Background(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.EventID = id
+		e.deliver(t, sub, ev, nil)
+		events = append(events, id)
+		if i == 0 {
+			waitFor(t, 10*time.Second, "the first send to reach the gate", func() bool { return len(gate.events()) == 1 })
+			continue
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("delivery %d to wait", i+1), func() bool {
+			return e.engine.ParkStats().Parks+uint64(putOffs.count()) == uint64(i)
+		})
+	}
+	return events
+}
+
+func TestBusy_ABacklogAtItsSubscriptionsLimitWaitsInMemoryAndGoesOutInOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		n           int // deliveries; the first is sent, the others wait
+		wantPutOffs int
+	}{
+		// Limit 1: up to 8 parked (parkPerSlot); the rest are put off.
+		{"within the cap", 9, 0},
+		{"past the cap", 12, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, gate, putOffs, sub := busyEnv(t, 5*time.Second)
+			events := backlog(t, e, gate, putOffs, sub, tc.n)
+			parked := tc.n - 1 - tc.wantPutOffs
+			if got := putOffs.count(); got != tc.wantPutOffs {
+				t.Errorf("%d subscription_busy put-offs (a record write and a wake-up each), want %d: the %d deliveries within the cap must wait in memory", got, tc.wantPutOffs, parked)
+			}
+			if st := e.engine.ParkStats(); st.Parked != parked {
+				t.Errorf("parked = %+v, want %d waiting", st, parked)
+			}
+			gate.openGate()
+			for _, ev := range events {
+				if rec := e.final(t, admin.DeliveryID(ev, sub)); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+					t.Fatalf("record = %s; want SUCCESS on its one attempt", rec.Raw)
+				}
+			}
+			e.idle(t)
+			got := gate.events()
+			if len(got) != tc.n {
+				t.Fatalf("the receiver got %d requests, want %d (one per delivery)", len(got), tc.n)
+			}
+			// The parked deliveries go out first, in the order they found
+			// the subscription busy; the put-off ones come back later.
+			for i := range 1 + parked {
+				if got[i] != events[i] {
+					t.Fatalf("request %d was event %s, want %s: the wait line must keep the order (got %v, enqueued %v)", i+1, got[i], events[i], got, events)
+				}
+			}
+			if tc.wantPutOffs == 0 {
+				if w := e.engine.WorkStats(); w.Back != 0 {
+					t.Errorf("work items that came back = %d, want 0: no parked delivery may come back as a wake-up or a redelivery", w.Back)
+				}
+			}
+			if st := e.engine.ParkStats(); st.Parked != 0 {
+				t.Errorf("after the backlog, %+v still parked", st)
+			}
+		})
+	}
+}
+
+func TestBusy_ParkedDeliveriesAreReleasedAtShutdownForAnotherReplicaAtOnce(t *testing.T) {
+	t.Parallel()
+	// The held send may drain for up to 30 s: long after the parked
+	// deliveries must have gone out through the other replica.
+	e, gate, putOffs, sub := busyEnv(t, 30*time.Second)
+	events := backlog(t, e, gate, putOffs, sub, 4)
+	if n := putOffs.count(); n != 0 {
+		t.Fatalf("%d put-offs before the shutdown, want the 3 waiting deliveries parked", n)
+	}
+	stopped := make(chan struct{})
+	go func() { e.stopEngine(); close(stopped) }()
+	// While the first replica still drains its held send, the deliveries
+	// it parked are back in the stream: another replica sends them now,
+	// not once the drain or AckWait is over.
+	e.addEngine(t, nil)
+	waitFor(t, 15*time.Second, "the parked deliveries to go out through the other replica while the first one drains", func() bool {
+		for _, ev := range events[1:] {
+			rec, err := e.store.Delivery(context.Background(), admin.DeliveryID(ev, sub))
+			if err != nil || rec.Status != proto.DeliverySuccess {
+				return false
+			}
+		}
+		return true
+	})
+	select {
+	case <-stopped:
+		t.Fatal("the parked deliveries went out only once the first replica had stopped (its drain cut the held send): they must be released at once at shutdown")
+	default:
+	}
+	gate.openGate()
+	<-stopped
+	if rec := e.final(t, admin.DeliveryID(events[0], sub)); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+		t.Fatalf("held send: record = %s; want SUCCESS on its one attempt", rec.Raw)
+	}
+	e.idle(t)
+	seen := map[string]int{}
+	for _, ev := range gate.events() {
+		seen[ev]++
+	}
+	for _, ev := range events {
+		if seen[ev] != 1 {
+			t.Errorf("event %s was sent %d times, want once", ev, seen[ev])
+		}
+	}
+}
+
+func TestBusy_ADeliveryParkedLongerThanItsBoundIsPutOffAndStillDelivered(t *testing.T) {
+	t.Parallel()
+	e, gate, putOffs, sub := busyEnv(t, 5*time.Second)
+	events := backlog(t, e, gate, putOffs, sub, 4)
+	// The held send outlasts the park's bound (5 s): the three parked
+	// deliveries go the put-off way, their records saying why they wait.
+	waitFor(t, 15*time.Second, "the parked deliveries to be put off once their bound passed", func() bool {
+		return putOffs.count() == 3
+	})
+	if st := e.engine.ParkStats(); st.Expired < 3 {
+		t.Errorf("park stats = %+v, want the 3 parked deliveries expired", st)
+	}
+	for _, ev := range events[1:] {
+		rec, err := e.store.Delivery(context.Background(), admin.DeliveryID(ev, sub))
+		if err != nil || rec.Waiting == nil || *rec.Waiting != "subscription_busy" {
+			t.Fatalf("put-off delivery %s: record %v, err %v; want it waiting for subscription_busy", ev, rec, err)
+		}
+	}
+	gate.openGate()
+	for _, ev := range events {
+		if rec := e.final(t, admin.DeliveryID(ev, sub)); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+			t.Fatalf("record = %s; want SUCCESS on its one attempt", rec.Raw)
+		}
+	}
+}
