@@ -45,9 +45,12 @@ func TestCostModel_ADeliveryCostsAtMostFourRedisCommandsAndAFraction(t *testing.
 	if err := env.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	if err := awaitDrained(ctx, env, f, o.deliveries, o.settle); err != nil {
 		t.Fatal(err)
 	}
+	drain := time.Since(started)
+	parks := env.stack.Engine().ParkStats().Parks
 	c1, err := settledCommandStats(ctx, env.adminDB)
 	if err != nil {
 		t.Fatal(err)
@@ -59,23 +62,31 @@ func TestCostModel_ADeliveryCostsAtMostFourRedisCommandsAndAFraction(t *testing.
 		}
 	}
 	// A machine busy enough to shrink a subscription's in-flight limit
-	// puts some deliveries off all the same: each costs one more handling
-	// (its MGET, and its wait note's script with the GET and SET inside),
-	// which is the put-off's cost, not the delivery's.
-	putOffs := env.logs.total("delivery put off")
+	// (the race detector's is) makes some deliveries wait all the same,
+	// which is the wait's cost, not the delivery's: a put-off costs one
+	// more handling (its MGET, and its wait note's script with the GET
+	// and SET inside); a delivery parked in memory and woken is read
+	// again (one MGET). Besides, the engine's success ledger writes each
+	// subscription's last_success_at at most once a second (a GET, and
+	// the compare-and-set script with its GET and SET): background that a
+	// longer drain pays more of, bounded here by the drain's duration.
+	putOffs := int64(env.logs.total("delivery put off"))
+	flushes := int64(o.subs) * (int64(drain/time.Second) + 2)
 	var total int64
 	for _, n := range out.commands {
 		total += n
 	}
-	per := float64(total-4*int64(putOffs)) / float64(o.deliveries)
-	t.Logf("%.2f Redis commands per delivery (%d put off): %v", per, putOffs, out.commands)
+	waits := 4*putOffs + int64(parks)
+	per := float64(total-waits-4*flushes) / float64(o.deliveries)
+	t.Logf("%.2f Redis commands per delivery (drained in %s; %d put off, %d parked, at most %d ledger writes): %v",
+		per, drain.Round(time.Millisecond), putOffs, parks, flushes, out.commands)
 	if per > maxCommandsPerDelivery {
 		t.Errorf("%.2f Redis commands per delivery, want at most %.1f: %v", per, maxCommandsPerDelivery, out.commands)
 	}
 	// The engine reads each delivery once, with its records (MGET), and
 	// never with a GET of its own: the only GETs are the scripts' (EVAL
-	// when a script was not cached yet).
-	if get, scripts := out.commands["get"], out.commands["evalsha"]+out.commands["eval"]; get > scripts {
-		t.Errorf("%d GETs for %d scripts run: the engine reads a delivery outside its MGET (commands %v)", get, scripts, slices.Sorted(maps.Keys(out.commands)))
+	// when a script was not cached yet) and the success ledger's.
+	if get, scripts := out.commands["get"], out.commands["evalsha"]+out.commands["eval"]; get > scripts+flushes {
+		t.Errorf("%d GETs for %d scripts run and at most %d ledger writes: the engine reads a delivery outside its MGET (commands %v)", get, scripts, flushes, slices.Sorted(maps.Keys(out.commands)))
 	}
 }
