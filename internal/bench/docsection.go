@@ -51,6 +51,9 @@ func sectionBounds(doc, heading string) (int, int) {
 func withSection(doc, heading, section string) string {
 	section = strings.TrimRight(section, "\n") + "\n"
 	start, end := sectionBounds(doc, heading)
+	if start < 0 && strings.TrimSpace(doc) == "" {
+		return section
+	}
 	if start < 0 {
 		return strings.TrimRight(doc, "\n") + "\n\n" + section
 	}
