@@ -14,9 +14,10 @@ import (
 // costModelSection is the heading of the cost model in docs/BENCHMARKS.md.
 const costModelSection = "Cost model"
 
-// keptSections are the sections other scenarios write into a document; a
-// scenario rewriting the document carries them over.
-var keptSections = []string{costModelSection}
+// keptSections are the sections other scenarios write into a document
+// (the cost model into docs/BENCHMARKS.md, the backlog scenario into
+// docs/isolation.md); a scenario rewriting the document carries them over.
+var keptSections = []string{costModelSection, backlogSection}
 
 // sectionOf returns the "## heading" section of doc, heading line included,
 // up to the next "## " heading or the end; "" if there is none.
