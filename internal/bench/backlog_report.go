@@ -59,9 +59,12 @@ func backlogReport(o *backlogOptions, cases []*backlogCase) *benchReport {
 		targetBacklogRatio*100, o.deliveries, o.deliveries, s.requestTimeout)
 	doc.WriteString(rates.String())
 	fmt.Fprintf(&doc, "\nResult: %s.\n\n", strings.Join(verdicts, "; "))
-	doc.WriteString("What the bad subscription cost during the healthy drain (requests its endpoint saw, attempts logged as failed, " +
-		"put-offs logged by reason; parks are deliveries held in memory for a busy subscription, counted for the whole replica; " +
-		"CPU is this process's — jetrelay, its NATS server, the receivers — and redis-server's over the drain, divided by the healthy deliveries):\n\n")
+	doc.WriteString("What the bad subscription cost during the healthy drain: requests its endpoint saw (the black hole's are its " +
+		"connections, each holding one unanswered request), attempts logged as failed, put-offs logged by reason; parks are " +
+		"deliveries held in memory for a subscription at its in-flight limit, counted for the whole replica (the healthy one's " +
+		"included), and expired ones were put off after 5 s parked; the healthy subscription's own put-offs are those of its " +
+		"backlog meeting its own in-flight limit. CPU is this process's (jetrelay, its NATS server, the receivers) and " +
+		"redis-server's over the drain, divided by the healthy deliveries.\n\n")
 	doc.WriteString(cost.String())
 	fmt.Fprintf(&doc, "\nEngine settings: %d workers, MaxAckPending %d, breaker after %d consecutive failed attempts for %s (doubling up to %s), "+
 		"waits longer than %s as JetStream message schedules, connect timeout %s, request timeout %s.\n",
