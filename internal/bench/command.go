@@ -41,6 +41,7 @@ var benchScenarios = []benchScenario{
 	{name: "performance", about: "throughput, latency, CPU and memory against the POST ceiling and the reference service's sequential loop (docs/BENCHMARKS.md)", flags: perfFlags},
 	{name: "costmodel", about: "CPU per delivery by step (bridge, JetStream, Redis, JSON, signing, POST, outcome write, put-offs), plus the process + redis-server CPU and Redis commands per delivery measured from outside", flags: costFlags},
 	{name: "ordering", about: "what ordered delivery costs: one ordered subscription with a fast receiver, unordered subscriptions beside busy ordered lines, and Redis commands per delivery with ordering off (docs/ordering.md's Cost section)", flags: orderingFlags},
+	{name: "backlog", about: "a healthy subscription draining its preloaded backlog alone, then beside an equal interleaved backlog for a black hole and for an endpoint answering 503 (docs/isolation.md's section \"Isolation under a backlog\")", flags: backlogFlags},
 	{name: "limits", about: "the adaptive per-subscription limits over time, for a slow, a recovering and a fast endpoint, simulated (docs/operations.md's chart)", flags: limitsFlags},
 }
 

@@ -14,9 +14,10 @@ import (
 // costModelSection is the heading of the cost model in docs/BENCHMARKS.md.
 const costModelSection = "Cost model"
 
-// keptSections are the sections other scenarios write into a document; a
-// scenario rewriting the document carries them over.
-var keptSections = []string{costModelSection}
+// keptSections are the sections other scenarios write into a document
+// (the cost model into docs/BENCHMARKS.md, the backlog scenario into
+// docs/isolation.md); a scenario rewriting the document carries them over.
+var keptSections = []string{costModelSection, backlogSection}
 
 // sectionOf returns the "## heading" section of doc, heading line included,
 // up to the next "## " heading or the end; "" if there is none.
@@ -51,6 +52,9 @@ func sectionBounds(doc, heading string) (int, int) {
 func withSection(doc, heading, section string) string {
 	section = strings.TrimRight(section, "\n") + "\n"
 	start, end := sectionBounds(doc, heading)
+	if start < 0 && strings.TrimSpace(doc) == "" {
+		return section
+	}
 	if start < 0 {
 		return strings.TrimRight(doc, "\n") + "\n\n" + section
 	}

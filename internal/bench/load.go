@@ -21,9 +21,12 @@ type emission struct {
 	tenants   []string        // if set, the events go to these tenants in turn instead of tenant
 	data      json.RawMessage // the events' data; nil: a small budget.exhausted payload
 	eventType string
-	events    int
-	every     time.Duration // time between two events' start; 0: as fast as the workers go
-	workers   int           // concurrent emitters (admin's request threads)
+	// eventTypes, if set, go to the events in turn instead of eventType
+	// (interleaved: event n has eventTypes[n % len]).
+	eventTypes []string
+	events     int
+	every      time.Duration // time between two events' start; 0: as fast as the workers go
+	workers    int           // concurrent emitters (admin's request threads)
 }
 
 // emitted is what the load generator wrote, as admin reported it.
@@ -92,18 +95,22 @@ func emitOne(ctx context.Context, w *admin.Writer, spec emission, n int, due tim
 	if len(spec.tenants) > 0 {
 		tenant = spec.tenants[n%len(spec.tenants)]
 	}
+	eventType := spec.eventType
+	if len(spec.eventTypes) > 0 {
+		eventType = spec.eventTypes[n%len(spec.eventTypes)]
+	}
 	data := spec.data
 	if data == nil {
 		data = json.RawMessage(`{"ledger_id":"led_bench","unit":"TOKENS","allocated":10000,"remaining":0,"spent":10000}`)
 	}
 	ev := admin.Event{
-		EventType: spec.eventType, TenantID: tenant, Scope: "tenant:" + tenant + "/workspace:bench",
+		EventType: eventType, TenantID: tenant, Scope: "tenant:" + tenant + "/workspace:bench",
 		Actor: &proto.Actor{Type: "api_key", KeyID: "key_bench"}, Source: "cycles-server",
 		Data: data, TraceID: proto.NewTraceID(),
 	}
 	id, deliveries, err := w.Emit(ctx, ev, admin.TraceSnapshot{})
 	if err != nil {
-		return fmt.Errorf("emit %s: %w", spec.eventType, err)
+		return fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	into.mu.Lock()
 	defer into.mu.Unlock()

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/transport/webhook"
+)
+
+// The backlog scenario (issue 22): a healthy subscription drains its own
+// preloaded backlog alone, then next to an equal backlog, interleaved with
+// its own, for a black hole and for an endpoint answering 503. Its rate
+// next to them is compared with its rate alone.
+
+// backlogSection is the heading of the scenario's section of
+// docs/isolation.md.
+const backlogSection = "Isolation under a backlog"
+
+// backlogOptions are the backlog scenario's flags.
+type backlogOptions struct {
+	deliveries     int
+	emitters       int
+	settle         time.Duration
+	requestTimeout time.Duration // 0: the engine's default
+}
+
+func backlogFlags(fs *pflag.FlagSet) benchRun {
+	o := &backlogOptions{}
+	fs.IntVar(&o.deliveries, "deliveries", 5000, "deliveries preloaded for the healthy subscription, and as many for the bad one")
+	fs.IntVar(&o.emitters, "emitters", 16, "concurrent admin writers preloading the backlog")
+	fs.DurationVar(&o.settle, "settle", 5*time.Minute, "how long the healthy subscription's drain may take in each case")
+	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "JETRELAY_HTTP_REQUEST_TIMEOUT for the run (how long a send to the black hole hangs); default: the engine's")
+	return func(ctx context.Context, b *benchContext) (*benchReport, error) {
+		if o.deliveries < 10 || o.deliveries > 1_000_000 || o.emitters < 1 || o.emitters > 256 || o.settle <= 0 || o.requestTimeout < 0 {
+			return nil, errors.New("backlog: --deliveries 10..1000000, --emitters 1..256, --settle > 0, --request-timeout ≥ 0")
+		}
+		return runBacklog(ctx, b, o)
+	}
+}
+
+// Kinds of bad subscription next to the healthy one.
+const (
+	backlogAlone     = ""
+	backlogBlackHole = "black hole"
+	backlogUnavail   = "503"
+)
+
+// backlogCase is what one case measured, from jetrelay's start to the
+// healthy subscription's last receipt.
+type backlogCase struct {
+	bad      string // backlogAlone, backlogBlackHole or backlogUnavail
+	preload  time.Duration
+	received int           // healthy deliveries received (each once)
+	drain    time.Duration // start → last healthy receipt
+	rate     float64       // deliveries / drain
+	cpu      time.Duration // this process's CPU over the drain: jetrelay, NATS, the receivers
+	redisCPU time.Duration
+	settings engineSettings
+
+	healthyPutOffs map[string]int // reason → the healthy subscription's put-offs logged
+	// The bad subscription over the same time.
+	badSends, badFailed int            // requests its endpoint saw; attempts that failed (logged)
+	badPutOffs          map[string]int // reason → put-offs logged
+	parks               engine.ParkStats
+}
+
+func runBacklog(ctx context.Context, b *benchContext, o *backlogOptions) (*benchReport, error) {
+	var cases []*backlogCase
+	for _, bad := range []string{backlogAlone, backlogBlackHole, backlogUnavail} {
+		c, err := runBacklogCase(ctx, b, o, bad)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caseTitle(bad), err)
+		}
+		b.stepf("  %d healthy deliveries in %s: %.0f deliveries/s", c.received, c.drain.Round(time.Millisecond), c.rate)
+		cases = append(cases, c)
+	}
+	return backlogReport(o, cases), nil
+}
+
+func caseTitle(bad string) string {
+	switch bad {
+	case backlogBlackHole:
+		return "beside a black hole"
+	case backlogUnavail:
+		return "beside an endpoint answering 503"
+	}
+	return "alone"
+}
+
+// unavailable answers every request 503 at once, counting them.
+type unavailable struct{ requests atomic.Int64 }
+
+func (u *unavailable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	u.requests.Add(1)
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// runBacklogCase preloads the backlog on a fresh environment, starts
+// jetrelay and measures until the healthy subscription is drained; what
+// the bad subscription still has queued then is left behind.
+func runBacklogCase(ctx context.Context, b *benchContext, o *backlogOptions, bad string) (*backlogCase, error) {
+	var settings map[string]string
+	if o.requestTimeout > 0 {
+		settings = map[string]string{webhook.SettingRequestTimeout: o.requestTimeout.String()}
+	}
+	env, err := startBenchEnv(ctx, b, envOptions{held: true, settings: settings})
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	c := &backlogCase{bad: bad, settings: settingsOf(env)}
+	p := &perfRun{b: b, o: &perfOptions{}}
+	f, err := p.newFleet(ctx, env, layout{tenants: 1, subsPerTenant: 1}, 0)
+	if err != nil {
+		return nil, err
+	}
+	healthyID := slices.Collect(maps.Keys(f.healthy))[0]
+
+	spec := emission{tenant: f.tenants[0], eventType: healthyEventType, events: o.deliveries, workers: o.emitters}
+	var badID string
+	var sends func() int
+	if bad != backlogAlone {
+		var url string
+		switch bad {
+		case backlogBlackHole:
+			hole, err := env.blackHole()
+			if err != nil {
+				return nil, err
+			}
+			url, sends = "http://"+hole.addr()+"/hole", hole.connections
+		case backlogUnavail:
+			u := &unavailable{}
+			addr, err := env.serve(u)
+			if err != nil {
+				return nil, err
+			}
+			url, sends = "http://"+addr+"/unavailable", func() int { return int(u.requests.Load()) }
+		}
+		if badID, _, err = env.admin.CreateSubscription(ctx, admin.Subscription{
+			TenantID: f.tenants[0], Name: "bench " + bad, URL: url, EventTypes: []string{badEventType},
+		}); err != nil {
+			return nil, err
+		}
+		// Alternate events healthy / bad, as admin enqueues them when
+		// both subscriptions' events come in turn.
+		spec.eventTypes, spec.events = []string{healthyEventType, badEventType}, 2*o.deliveries
+	}
+	besides := ""
+	if bad != backlogAlone {
+		besides = fmt.Sprintf(", %d for the %s, interleaved", o.deliveries, bad)
+	}
+	b.stepf("%s: %d deliveries preloaded for the healthy subscription%s", caseTitle(bad), o.deliveries, besides)
+	t := time.Now()
+	if err := emit(ctx, env.admin, spec, newEmitted()); err != nil {
+		return nil, err
+	}
+	c.preload = time.Since(t)
+
+	u0, r0 := resourcesNow(), env.redisCPU(ctx)
+	if err := env.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := awaitDrained(ctx, env, f, o.deliveries, o.settle); err != nil {
+		return nil, err
+	}
+	u1, r1 := resourcesNow(), env.redisCPU(ctx)
+	c.cpu, c.redisCPU = u1.cpu-u0.cpu, r1-r0
+	c.parks = env.stack.Engine().ParkStats()
+	var last time.Time
+	for _, r := range f.sink.receipts() {
+		c.received++
+		if r.at.After(last) {
+			last = r.at
+		}
+	}
+	if c.drain = last.Sub(u0.at); c.drain > 0 {
+		c.rate = float64(c.received) / c.drain.Seconds()
+	}
+	c.healthyPutOffs = env.logs.reasons(healthyID, "delivery put off")
+	if badID != "" {
+		c.badSends = sends()
+		c.badPutOffs = env.logs.reasons(badID, "delivery put off")
+		c.badFailed = env.logs.count(badID, "delivery attempt failed; retry scheduled", "") + env.logs.count(badID, "delivery failed", "")
+	}
+	return c, nil
+}

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// targetBacklogRatio is issue 22's target: a healthy subscription's rate
+// next to an equal bad backlog, to its rate alone.
+const targetBacklogRatio = 0.90
+
+func backlogReport(o *backlogOptions, cases []*backlogCase) *benchReport {
+	alone := cases[0]
+	ratio := func(c *backlogCase) float64 {
+		if alone.rate == 0 {
+			return 0
+		}
+		return c.rate / alone.rate
+	}
+	complete := func(c *backlogCase) bool { return c.received >= o.deliveries }
+
+	var rates strings.Builder
+	rates.WriteString("| case | healthy deliveries received | start → last receipt | healthy rate (deliveries/s) | to alone | target |\n")
+	rates.WriteString("|---|---:|---:|---:|---:|---|\n")
+	var verdicts []string
+	for _, c := range cases {
+		vs, target := "1 (reference)", ""
+		if c.bad != backlogAlone {
+			ok := ratio(c) >= targetBacklogRatio && complete(c) && complete(alone)
+			vs, target = fmt.Sprintf("%.3f", ratio(c)), fmt.Sprintf("≥ %.2f: %s", targetBacklogRatio, verdict(ok))
+			verdicts = append(verdicts, fmt.Sprintf("%s %s (%.0f vs %.0f deliveries/s, %.3f)", caseTitle(c.bad), verdict(ok), c.rate, alone.rate, ratio(c)))
+		}
+		fmt.Fprintf(&rates, "| %s | %d / %d | %s | %.0f | %s | %s |\n", caseTitle(c.bad), c.received, o.deliveries, ms(c.drain), c.rate, vs, target)
+	}
+
+	var cost strings.Builder
+	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
+	cost.WriteString("|---|---:|---:|---|---:|---|---:|---:|\n")
+	for _, c := range cases {
+		sends, failed, putOffs := "—", "—", "—"
+		if c.bad != backlogAlone {
+			sends, failed, putOffs = fmt.Sprint(c.badSends), fmt.Sprint(c.badFailed), reasonList(c.badPutOffs)
+		}
+		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs,
+			c.parks.Parks, c.parks.Expired, reasonList(c.healthyPutOffs), perDelivery(c.cpu, c.received), perDelivery(c.redisCPU, c.received))
+	}
+
+	s := alone.settings
+	var doc strings.Builder
+	fmt.Fprintf(&doc, "Issue 22's target: a healthy subscription draining its own backlog keeps at least %.0f %% of its rate alone "+
+		"when an equal backlog for a bad subscription is interleaved with it. Three cases, each on a fresh redis-server, "+
+		"embedded JetStream and in-process jetrelay (`jetrelay run`'s defaults): %d deliveries are preloaded for one healthy "+
+		"subscription (a receiver on 127.0.0.1 that verifies the signature and answers 200 at once), written as admin writes "+
+		"them before jetrelay starts; beside a bad subscription, %d more for it, the two subscriptions' events alternating in "+
+		"`dispatch:pending`. The bad endpoint is a **black hole** (accepts the connection, never answers: each send hangs for "+
+		"the request timeout, %s) or answers **503** at once. The healthy rate is its deliveries over the time from "+
+		"jetrelay's start to the receiver's last receipt (the bridge moving the whole backlog into JetStream included); "+
+		"the case ends there, whatever the bad subscription still has queued.\n\n",
+		targetBacklogRatio*100, o.deliveries, o.deliveries, s.requestTimeout)
+	doc.WriteString(rates.String())
+	fmt.Fprintf(&doc, "\nResult: %s.\n\n", strings.Join(verdicts, "; "))
+	doc.WriteString("What the bad subscription cost during the healthy drain: requests its endpoint saw (the black hole's are its " +
+		"connections, each holding one unanswered request), attempts logged as failed, put-offs logged by reason; parks are " +
+		"deliveries held in memory for a subscription at its in-flight limit, counted for the whole replica (the healthy one's " +
+		"included), and expired ones were put off after 5 s parked; the healthy subscription's own put-offs are those of its " +
+		"backlog meeting its own in-flight limit. CPU is this process's (jetrelay, its NATS server, the receivers) and " +
+		"redis-server's over the drain, divided by the healthy deliveries.\n\n")
+	doc.WriteString(cost.String())
+	fmt.Fprintf(&doc, "\nEngine settings: %d workers, MaxAckPending %d, breaker after %d consecutive failed attempts for %s (doubling up to %s), "+
+		"waits longer than %s as JetStream message schedules, connect timeout %s, request timeout %s.\n",
+		s.workers, s.maxAckPending, s.breakerThreshold, s.breakerOpen, s.breakerMaxOpen, s.parkAfter, s.connectTimeout, s.requestTimeout)
+
+	title := "## " + backlogSection + "\n\n"
+	return &benchReport{
+		title:   "jetrelay " + strings.ToLower(backlogSection),
+		section: backlogSection,
+		summary: title + rates.String() + "\n" + cost.String(),
+		doc:     doc.String(),
+	}
+}
