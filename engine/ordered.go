@@ -158,7 +158,19 @@ func (e *Engine) pullLine(ctx context.Context, work *lanes, l *line) {
 		cons, err := queue.EnsureOrderedConsumer(ctx, e.js, e.cfg.Queue, l.sub)
 		var it jetstream.MessagesContext
 		if err == nil {
-			it, err = cons.Messages(jetstream.PullMaxMessages(1),
+			// The consumer's MaxAckPending 1 lets out one item at a time
+			// whatever the batch; the batch sizes the iterator's buffer,
+			// which also takes the server's status messages (idle
+			// heartbeats, 408 expiries, pin errors). With a buffer of
+			// one, a pull still open while this loop waits in work.put
+			// (two pulls overlap after a missed heartbeat) overflows it:
+			// "slow consumer, messages dropped", and a dropped expiry
+			// leaves the iterator counting a pull the server forgot, so
+			// the line stalls until the next missed heartbeat. With 8 (a
+			// re-pull once fewer than 4 remain, or on expiry) an open
+			// pull's heartbeat and expiry fit, and the next item comes on
+			// it as soon as the one out is acked.
+			it, err = cons.Messages(jetstream.PullMaxMessages(8),
 				jetstream.PullExpiry(queue.OrderedPullExpiry),
 				jetstream.PullPriorityGroup(queue.OrderedGroup))
 		}
