@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,9 +89,37 @@ type ReplicaBreaker struct {
 // ErrNotFound is wrapped when a delivery does not exist.
 var ErrNotFound = errors.New("not found")
 
+// inspectReads bounds how often Inspect starts over when the delivery's
+// record changed while it looked for the work item.
+const inspectReads = 3
+
 // Inspect gathers everything about delivery id. replicas are the engine
 // replicas' status (StatusOf) for breaker state; nil means unknown.
+//
+// The engine writes a delivery's record before it moves the work item (a
+// retry's outcome, then its wake-up), so a work item found after the
+// record was read may belong to a newer record: "scheduled" beside the
+// answer of the attempt before. Inspect reads the record again after
+// locating and starts over when it changed, so the record it shows is at
+// least as new as where it found the work item.
 func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Inspection, error) {
+	var in *Inspection
+	for range inspectReads {
+		var err error
+		if in, err = t.inspectOnce(ctx, id, replicas); err != nil {
+			return nil, err
+		}
+		again, err := t.st.Raw(ctx, store.DeliveryKey(id))
+		if err != nil || bytes.Equal(again, in.Delivery) {
+			break
+		}
+	}
+	return in, nil
+}
+
+// inspectOnce is one read of everything Inspect shows: the record first,
+// then what it points to and where its work item is.
+func (t *Tool) inspectOnce(ctx context.Context, id string, replicas []Replica) (*Inspection, error) {
 	rec, err := t.st.Delivery(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("delivery %q: %w (no delivery:%s record; it may have expired after 14 days)", id, ErrNotFound, id)
@@ -124,6 +153,9 @@ func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Ins
 		in.LastAttemptTraceparent = tp
 	}
 	in.Ordering = t.ordering(ctx, d.SubscriptionID)
+	if t.recordRead != nil {
+		t.recordRead()
+	}
 	in.Where, err = t.locate(ctx, d, sub, in.Ordering)
 	if err != nil {
 		return nil, err

@@ -158,3 +158,56 @@ func TestInspect_SaysWhyAFailedDeliveryHadFewerSendsThanItsPolicy(t *testing.T) 
 		t.Fatalf("a delivery that used all its sends is explained as held:\n%s", out)
 	}
 }
+
+// The engine writes a retry's outcome, then moves the work item to its
+// wake-up. An inspection that read the record before that write and found
+// the wake-up after it showed "scheduled" next to the attempt before, with
+// no answer (seen once in a run of the suite): inspect reads the record
+// again and shows one at least as new as where it found the work item.
+func TestInspect_ARetryRecordedWhileItLooksIsShownWithItsWakeUp(t *testing.T) {
+	e := newOpsEnv(t)
+	stream := e.waitingStream(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	sub := e.subscription(t, "acme", "https://hooks.example.com/x")
+	id := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	e.publish(t, e.qc.Subject, map[string]string{"Nats-Msg-Id": id})
+	wake := now.Add(time.Hour).Truncate(time.Second)
+	st := store.New(e.redis.Client)
+	retried := false
+	ops.OnRecordRead(e.tool, func() {
+		if retried {
+			return
+		}
+		retried = true
+		// What the engine does between the two reads: the attempt's
+		// outcome, then the work item's wake-up in its place.
+		if _, err := st.UpdateDelivery(ctx, id, func(*proto.Delivery) (store.Patch, error) {
+			return store.Patch{
+				{Name: "status", Value: proto.DeliveryRetrying},
+				{Name: "attempts", Value: 1},
+				{Name: "response_status", Value: 503},
+				{Name: "error_message", Value: "HTTP 503"},
+				{Name: "next_retry_at", Value: wake},
+			}, nil
+		}); err != nil {
+			t.Error(err)
+		}
+		e.publish(t, e.qc.ScheduleSubject(id), map[string]string{
+			jetstream.ScheduleHeader: "@at " + wake.Format(time.RFC3339), jetstream.ScheduleTargetHeader: e.qc.Subject,
+		})
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(e.qc.Subject)); err != nil {
+			t.Error(err)
+		}
+	})
+	in, err := e.tool.Inspect(ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !retried {
+		t.Fatal("the hook never ran")
+	}
+	if in.Where.State != "scheduled" || in.Attempts != 1 || !strings.Contains(in.LastAnswer, "HTTP 503") || !strings.Contains(in.Next, "attempts it again at") {
+		t.Errorf("where=%+v attempts=%d last answer %q next %q; want the retry's record beside its wake-up", in.Where, in.Attempts, in.LastAnswer, in.Next)
+	}
+}

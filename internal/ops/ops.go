@@ -50,6 +50,10 @@ type Tool struct {
 	now    func() time.Time
 
 	fleetOrdering proto.Ordering
+
+	// recordRead, when set (tests), runs in Inspect after it read the
+	// delivery's record and before it looks for the work item.
+	recordRead func()
 }
 
 // New returns a Tool.
