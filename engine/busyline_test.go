@@ -235,3 +235,73 @@ func TestBusy_ADeliveryParkedLongerThanItsBoundIsPutOffAndStillDelivered(t *test
 		}
 	}
 }
+
+// secondHeld answers every request at once but the second, which it holds
+// until open is closed.
+type secondHeld struct {
+	open   chan struct{}
+	opened sync.Once
+	mu     sync.Mutex
+	n      int
+}
+
+func (s *secondHeld) openGate() { s.opened.Do(func() { close(s.open) }) }
+
+func (s *secondHeld) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *secondHeld) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.n++
+	second := s.n == 2
+	s.mu.Unlock()
+	if second {
+		select {
+		case <-s.open:
+		case <-r.Context().Done():
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// A subscription that answers fast frees its slots within milliseconds:
+// a delivery refused one is put off as before (workers wait for fast
+// slots in the first place), never parked, so a fast receiver's backlog
+// is not put behind a wait line. With parking for fast subscriptions, a
+// preloaded backlog to a fast receiver went out at half the rate
+// (docs/BENCHMARKS.md, fast receiver, one subscription or ten).
+func TestBusy_AFastSubscriptionsDeliveriesNeverPark(t *testing.T) {
+	t.Parallel()
+	ep := &secondHeld{open: make(chan struct{})}
+	putOffs := &busyPutOffs{}
+	e := newEnv(t, envOptions{handler: ep, timeout: 30 * time.Second, engine: func(c *engine.Config) {
+		c.MaxInFlight, c.Workers, c.MinWorkers = 1, 4, 4
+		c.Observer = putOffs
+	}})
+	t.Cleanup(ep.openGate)
+	sub, _, _ := e.subscribe(t, "/custom/fast", nil, nil)
+	// The first send is answered at once: the subscription is known fast.
+	if rec := e.final(t, e.deliver(t, sub, e.event(), nil)); rec.Status != proto.DeliverySuccess {
+		t.Fatalf("record = %s; want SUCCESS", rec.Raw)
+	}
+	// The second is held: the subscription is at its limit (1) for longer
+	// than a worker waits for a fast subscription's slot.
+	held := e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the second send to be held", func() bool { return ep.requests() == 2 })
+	third := e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the third delivery to wait", func() bool {
+		return putOffs.count()+int(e.engine.ParkStats().Parks) > 0
+	})
+	if st := e.engine.ParkStats(); st.Parks != 0 {
+		t.Errorf("parks = %+v, want none for a subscription that answers fast", st)
+	}
+	ep.openGate()
+	for _, id := range []string{held, third} {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("record = %s; want SUCCESS", rec.Raw)
+		}
+	}
+}

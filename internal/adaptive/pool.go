@@ -382,6 +382,16 @@ func (p *Pool) Release(id string, latency time.Duration, r Result) {
 	}
 }
 
+// Fast reports whether endpoint id is known to answer within FastAnswer:
+// a worker refused a slot of it waits in Acquire, since one frees within
+// milliseconds.
+func (p *Pool) Fast(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	return e != nil && p.fast(e)
+}
+
 // Room is how many more sends endpoint id may start now (0 when it is at
 // its limit or at its share of the pool) and its adaptive limit: what a
 // caller holding deliveries back for it may let go at once.
