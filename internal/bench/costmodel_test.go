@@ -100,19 +100,3 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 		}
 	}
 }
-
-// The performance scenario rewrites docs/BENCHMARKS.md; the cost model's
-// section, written by its own scenario, survives that.
-func TestKeepSections_CarriesTheCostModelIntoARewrittenDocument(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
-	if err := os.WriteFile(path, []byte("# old\n\n## Results\n\nold results\n\n## Cost model\n\nthe model\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := keepSections(path, "# new\n\n## Results\n\nnew results\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "# new\n\n## Results\n\nnew results\n\n## Cost model\n\nthe model\n"; got != want {
-		t.Fatalf("keepSections = %q, want %q", got, want)
-	}
-}
