@@ -305,21 +305,12 @@ func (e *Engine) ParkStats() ParkStats {
 }
 
 // parkable reports whether h may wait parked (see above): not an ordered
-// line's item, not one whose park time is up, not one of a subscription
-// that answers fast, and not past its stale cutoff before parkFor. (A
-// breaker's hold ends at the schedule's end; a busy subscription's
-// put-off never did, and a parked delivery is put off after parkFor.)
-//
-// A subscription that answers fast (adaptive.Pool.Fast) frees a slot
-// within milliseconds, and workers wait for one in Acquire: parking its
-// deliveries would put every later one behind the line, its hand-offs and
-// its put-offs when full (measured: a fast receiver's preloaded backlog
-// went out at half the rate, one subscription or ten).
+// line's item, not one whose park time is up, and not past its stale
+// cutoff before parkFor. (A breaker's hold ends at the schedule's end; a
+// busy subscription's put-off never did, and a parked delivery is put off
+// after parkFor.)
 func (e *Engine) parkable(h *handling, since time.Time) bool {
 	if h.line != nil || h.item.parked != nil && h.item.parked.expired {
-		return false
-	}
-	if e.inflight.pool.Fast(h.delivery().SubscriptionID) {
 		return false
 	}
 	return since.Add(parkFor).Before(e.staleAt(h))
@@ -346,12 +337,20 @@ func (e *Engine) waitBehind(h *handling, woke bool) (settlement, bool) {
 
 // parkBusy parks h, refused a slot: a woken delivery first in line again,
 // any other last.
+//
+// A subscription that answers fast (adaptive.Pool.Fast) starts no line: it
+// frees a slot within milliseconds, and workers wait for one in Acquire; a
+// delivery still refused one is put off. Parking it would put every later
+// delivery behind the line, its hand-offs and its put-offs when full
+// (measured: a fast receiver's preloaded backlog went out at half the
+// rate, one subscription or ten). A line started while the subscription
+// was slow still drains in order: newcomers park behind it (waitBehind).
 func (e *Engine) parkBusy(h *handling, woke bool) bool {
 	since, pl := h.now, placeBack
 	if woke {
 		since, pl = h.item.parked.since, placeFront
 	}
-	if !e.parkable(h, since) {
+	if !e.parkable(h, since) || e.inflight.pool.Fast(h.delivery().SubscriptionID) {
 		return false
 	}
 	ok, _ := e.busy.enter(h.item, h.delivery().SubscriptionID, since, pl)
