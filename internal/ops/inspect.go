@@ -103,18 +103,22 @@ const inspectReads = 3
 // locating and starts over when it changed, so the record it shows is at
 // least as new as where it found the work item.
 func (t *Tool) Inspect(ctx context.Context, id string, replicas []Replica) (*Inspection, error) {
-	var in *Inspection
 	for range inspectReads {
-		var err error
-		if in, err = t.inspectOnce(ctx, id, replicas); err != nil {
+		in, err := t.inspectOnce(ctx, id, replicas)
+		if err != nil {
 			return nil, err
 		}
 		again, err := t.st.Raw(ctx, store.DeliveryKey(id))
-		if err != nil || bytes.Equal(again, in.Delivery) {
-			break
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("delivery %q: %w (its record expired or was deleted while it was inspected)", id, ErrNotFound)
+		case err != nil:
+			return nil, fmt.Errorf("delivery %q: read again: %w", id, err)
+		case bytes.Equal(again, in.Delivery):
+			return in, nil
 		}
 	}
-	return in, nil
+	return nil, fmt.Errorf("delivery %q: its record changed on each of %d reads while it was inspected (a busy delivery); run again", id, inspectReads)
 }
 
 // inspectOnce is one read of everything Inspect shows: the record first,
