@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -22,6 +23,7 @@ type successLedger struct {
 	e       *Engine
 	mu      sync.Mutex
 	pending map[string]time.Time // subscription id → latest success
+	writes  atomic.Uint64        // subscription records written (or tried)
 }
 
 func newSuccessLedger(e *Engine) *successLedger {
@@ -66,6 +68,7 @@ func (l *successLedger) flush(ctx context.Context) {
 // counted after this success (by this or another replica) stands; one
 // counted before it is reset, since this success ended that streak.
 func (l *successLedger) write(ctx context.Context, id string, at time.Time) {
+	l.writes.Add(1)
 	_, err := l.e.store.UpdateSubscription(ctx, id, func(cur *proto.Subscription) (store.Patch, error) {
 		var p store.Patch
 		if cur.ConsecutiveFailures != 0 && cur.LastFailureAt != nil && cur.LastFailureAt.Before(at) {
@@ -111,3 +114,8 @@ func (e *Engine) saveDisabledEvent(ctx context.Context, log *slog.Logger, sub *p
 		log.Error("cannot save webhook.disabled event", "err", err)
 	}
 }
+
+// SuccessWrites counts the subscription records the coalesced success
+// bookkeeping wrote (or tried to): at most one per subscription per
+// SuccessFlush, each a read and one compare-and-set script.
+func (e *Engine) SuccessWrites() uint64 { return e.successes.writes.Load() }
