@@ -197,6 +197,60 @@ func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testi
 	t.Logf("duplicates: %d", ep.Stats().Duplicates)
 }
 
+// Line consumers keep their state in memory (queue/ordered.go). A whole
+// cluster restarting comes back with the line's consumer empty; the line
+// picks up at its first unacked item, and its order holds.
+func TestOrdered_AStrictLineKeepsItsOrderThroughTheWholeClusterRestarting(t *testing.T) {
+	t.Parallel()
+	cl := testenv.Cluster(t, 3)
+	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, natsURLs: cl.ClientURLs(), streamReplicas: 3})
+	ctx := context.Background()
+	sub, _, ep := e.subscribe(t, "/restart-line", func(int) int { return http.StatusOK }, nil)
+	const total = 120
+	var events, ids []string
+	for range total {
+		id := e.deliver(t, sub, e.event(), nil)
+		d, err := e.store.Delivery(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	waitFor(t, 60*time.Second, "a third of the line delivered", func() bool { return ep.Stats().Unique >= total/3 })
+	for _, name := range cl.Names() {
+		if err := cl.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stoppedAt := ep.Stats().Unique
+	for _, name := range cl.Names() {
+		if err := cl.Restart(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("restarted all three nodes at %d of %d delivered", stoppedAt, total)
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
+		}
+	}
+	if stoppedAt == total {
+		t.Fatalf("the whole line went out before the restart; nothing was left to follow it")
+	}
+	if got := receivedOrder(ep); !slices.Equal(got, events) {
+		idx := map[string]int{}
+		for i, ev := range events {
+			idx[ev] = i
+		}
+		var seq []int
+		for _, ev := range got {
+			seq = append(seq, idx[ev])
+		}
+		t.Errorf("first successes out of enqueue order (by enqueue index): %v", seq)
+	}
+	t.Logf("duplicates: %d", ep.Stats().Duplicates)
+}
+
 // A strict line whose breaker opened keeps its order: the items behind a
 // failed head wait in the line for the breaker, instead of being held apart
 // in bulk (a never-sent backlog's usual hold) and released into the shared

@@ -62,3 +62,48 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 		t.Errorf("consumer not reconciled: ack_wait=%s max_ack_pending=%d max_deliver=%d filter=%q", c.AckWait, c.MaxAckPending, c.MaxDeliver, c.FilterSubject)
 	}
 }
+
+// A line consumer made by a build before memory-backed lines (state on
+// file) cannot be changed to memory; replicas of the newer build pull it
+// as it is instead of failing on the line, and a new line is made in
+// memory.
+func TestEnsureOrderedConsumer_TakesAFileBackedLineAsItIsAndMakesNewOnesInMemory(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	ctx := testCtx(t)
+	c := queue.Config{}
+	if _, err := queue.EnsureStream(ctx, js, c); err != nil {
+		t.Fatal(err)
+	}
+	older := queue.OrderedConsumerConfig(c, "whsub_older")
+	older.MemoryStorage = false
+	if _, err := js.CreateConsumer(ctx, c.WithDefaults().Stream, older); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"whsub_older", "whsub_newer"} {
+		if _, err := js.Publish(ctx, c.OrderedSubject(sub), []byte("dlv_"+sub)); err != nil {
+			t.Fatal(err)
+		}
+		cons, err := queue.EnsureOrderedConsumer(ctx, js, c, sub)
+		if err != nil {
+			t.Fatalf("line of %s: %v", sub, err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sub == "whsub_newer"; info.Config.MemoryStorage != want {
+			t.Errorf("line of %s: memory storage %v, want %v", sub, info.Config.MemoryStorage, want)
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup(queue.OrderedGroup))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for m := range batch.Messages() {
+			got = append(got, string(m.Data()))
+		}
+		if len(got) != 1 || got[0] != "dlv_"+sub {
+			t.Errorf("line of %s handed out %q, want its one item", sub, got)
+		}
+	}
+}

@@ -19,6 +19,17 @@ import (
 // pinned-client priority group). A replica that stops pulling (SIGKILL)
 // loses the pin after OrderedPinnedTTL, and its unacked item comes back
 // after OrderedAckWait, which its owner keeps alive while it works.
+//
+// A line consumer keeps its state in memory (the items stay in the file
+// stream). A file-backed consumer writes its state file on every ack, and
+// with a hundred busy lines those writes were the largest share of what
+// the lines cost the unordered subscriptions beside them (docs/ordering.md).
+// Nothing is lost with the memory: on a work-queue stream an acked item is
+// deleted, so a consumer made again after a restart forgot it (standalone)
+// or came back empty (a whole cluster restarted) starts at the line's first
+// unacked item, in order: the one that was in flight is sent again, as after
+// any crash. On a cluster the state is replicated like any consumer's, so a
+// leader loss forgets nothing.
 
 // Settings of the ordered lines' consumers.
 const (
@@ -68,14 +79,24 @@ func OrderedConsumerConfig(c Config, subscriptionID string) jetstream.ConsumerCo
 		PriorityGroups:    []string{OrderedGroup},
 		PinnedTTL:         OrderedPinnedTTL,
 		InactiveThreshold: OrderedIdle,
+		MemoryStorage:     true,
 	}
 }
 
 // EnsureOrderedConsumer creates subscriptionID's line consumer, or returns
-// it when it exists.
+// it when it exists. A line consumer a build before memory-backed lines made
+// (its state on file) cannot be updated to memory: the server refuses to
+// change a consumer's storage. It is used as it is, since replicas of both
+// builds may be pulling it; the server deletes it once the line has been
+// idle for OrderedIdle, and the next one is made in memory.
 func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, c Config, subscriptionID string) (jetstream.Consumer, error) {
-	cons, err := js.CreateOrUpdateConsumer(ctx, c.WithDefaults().Stream, OrderedConsumerConfig(c, subscriptionID))
+	want := OrderedConsumerConfig(c, subscriptionID)
+	stream := c.WithDefaults().Stream
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, want)
 	if err != nil {
+		if have, herr := js.Consumer(ctx, stream, want.Durable); herr == nil && have.CachedInfo().Config.MemoryStorage != want.MemoryStorage {
+			return have, nil
+		}
 		return nil, fmt.Errorf("queue: ordered line of %s: %w", subscriptionID, err)
 	}
 	return cons, nil
