@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 type orderingOptions struct {
 	perf            perfOptions // the fast case's settings, as the performance scenario has them
 	ordered         int         // deliveries of each one-line case
+	pairs           int         // alone/beside pairs of the unordered fast case
 	lines           int         // busy ordered subscriptions beside the unordered ones
 	lineBacklog     int         // events queued to every busy line before the measurement
 	lineDelay       time.Duration
@@ -45,6 +47,7 @@ func orderingFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.ordered, "ordered-deliveries", 5000, "deliveries of each one-subscription ordered case (first-attempt, strict)")
 	fs.IntVar(&o.perf.subs, "subs", 10, "unordered subscriptions (one tenant each) of the fast cases, as the performance scenario's fast case")
 	fs.IntVar(&o.perf.deliveries, "deliveries", 40000, "deliveries of the fast cases (the performance scenario's default)")
+	fs.IntVar(&o.pairs, "pairs", 3, "alone/beside measurements of the unordered fast case, taken in turn; the verdict is on their median ratio (one pair on a shared machine is noise)")
 	fs.IntVar(&o.lines, "lines", 100, "busy ordered subscriptions beside the unordered ones")
 	fs.IntVar(&o.lineBacklog, "line-backlog", 120, "deliveries queued to each busy line before the measurement (it must outlast it; the report says whether it did)")
 	fs.DurationVar(&o.lineDelay, "line-delay", 500*time.Millisecond, "how long the busy lines' receiver takes to answer (each line has one send in flight all along)")
@@ -56,10 +59,10 @@ func orderingFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.perf.eventBytes, "event-bytes", 1024, "approximate size of each stored event (JSON)")
 	fs.DurationVar(&o.perf.settle, "settle", 3*time.Minute, "how long a case may take to deliver everything")
 	return func(ctx context.Context, b *benchContext) (*benchReport, error) {
-		if o.ordered < 100 || o.perf.subs < 1 || o.perf.subs > 1000 || o.perf.deliveries < 1000 || o.lines < 1 || o.lines > 1000 ||
+		if o.ordered < 100 || o.perf.subs < 1 || o.perf.subs > 1000 || o.perf.deliveries < 1000 || o.lines < 1 || o.lines > 1000 || o.pairs < 1 || o.pairs > 9 ||
 			o.lineBacklog < 1 || o.lineDelay <= 0 || o.roundTripFor <= 0 || o.drainDeliveries < 100 || o.perf.emitters < 1 ||
 			o.perf.emitters > 256 || o.perf.eventBytes < 400 || o.perf.settle <= 0 {
-			return nil, errors.New("ordering: --ordered-deliveries ≥ 100, --subs 1..1000, --deliveries ≥ 1000, --lines 1..1000, --line-backlog ≥ 1, --drain-deliveries ≥ 100, --emitters 1..256, --event-bytes ≥ 400, durations > 0")
+			return nil, errors.New("ordering: --ordered-deliveries ≥ 100, --subs 1..1000, --deliveries ≥ 1000, --lines 1..1000, --pairs 1..9, --line-backlog ≥ 1, --drain-deliveries ≥ 100, --emitters 1..256, --event-bytes ≥ 400, durations > 0")
 		}
 		return runOrdering(ctx, b, o)
 	}
@@ -70,10 +73,19 @@ type orderingResults struct {
 	roundTrip           *perfResult   // one sender POSTing back to back, no queue
 	firstAttempt        *perfResult   // one first-attempt subscription
 	strict              *perfResult   // one strict subscription
-	alone, beside       *perfResult   // the unordered fast case alone, and beside busy lines
+	alone, beside       *perfResult   // the unordered fast case alone, and beside busy lines: the pair with the median ratio
 	besideLines         linesObserved // what the busy lines did during it
+	pairs               []besidePair  // every pair, in the order measured
 	thisDrain, oldDrain *outsideFigures
 }
+
+// besidePair is one alone/beside measurement of the unordered fast case.
+type besidePair struct {
+	alone, beside *perfResult
+	lines         linesObserved
+}
+
+func (p besidePair) ratio() float64 { return p.beside.throughput / max(p.alone.throughput, 1e-9) }
 
 // linesObserved is what the busy ordered lines did while the unordered
 // fast case was measured.
@@ -104,17 +116,23 @@ func runOrdering(ctx context.Context, b *benchContext, o *orderingOptions) (*ben
 		*c.into = res
 	}
 	fast := p.fastLayout()
-	if r.alone, err = p.e2e(ctx, e2eCase{id: "fast", title: fmt.Sprintf("fast receiver, %d unordered subscriptions, ordering off", o.perf.subs), layout: fast, events: o.perf.deliveries}); err != nil {
-		return nil, fmt.Errorf("fast: %w", err)
+	for i := range o.pairs {
+		var pair besidePair
+		if pair.alone, err = p.e2e(ctx, e2eCase{id: "fast", title: fmt.Sprintf("fast receiver, %d unordered subscriptions, ordering off", o.perf.subs), layout: fast, events: o.perf.deliveries}); err != nil {
+			return nil, fmt.Errorf("fast: %w", err)
+		}
+		b.stepf("%s (pair %d of %d): %s", pair.alone.title, i+1, o.pairs, pair.alone.line())
+		busy := &busyLines{o: o}
+		if pair.beside, err = p.e2e(ctx, e2eCase{id: "fast-beside-lines", title: fmt.Sprintf("the same, beside %d busy first-attempt lines", o.lines),
+			layout: fast, events: o.perf.deliveries, beside: busy.start, after: busy.finish}); err != nil {
+			return nil, fmt.Errorf("beside lines: %w", err)
+		}
+		pair.lines = busy.seen
+		b.stepf("%s (pair %d of %d): %s, %.0f %% of alone", pair.beside.title, i+1, o.pairs, pair.beside.line(), 100*pair.ratio())
+		r.pairs = append(r.pairs, pair)
 	}
-	b.stepf("%s: %s", r.alone.title, r.alone.line())
-	busy := &busyLines{o: o}
-	if r.beside, err = p.e2e(ctx, e2eCase{id: "fast-beside-lines", title: fmt.Sprintf("the same, beside %d busy first-attempt lines", o.lines),
-		layout: fast, events: o.perf.deliveries, beside: busy.start, after: busy.finish}); err != nil {
-		return nil, fmt.Errorf("beside lines: %w", err)
-	}
-	r.besideLines = busy.seen
-	b.stepf("%s: %s", r.beside.title, r.beside.line())
+	med := medianPair(r.pairs)
+	r.alone, r.beside, r.besideLines = med.alone, med.beside, med.lines
 	if o.baselineBinary != "" {
 		bin, err := relayBinary(o.relayBinary)
 		if err != nil {
@@ -319,4 +337,12 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// medianPair is the pair whose ratio is the median (the lower middle one
+// for an even count).
+func medianPair(pairs []besidePair) besidePair {
+	sorted := slices.Clone(pairs)
+	slices.SortFunc(sorted, func(a, b besidePair) int { return cmp.Compare(a.ratio(), b.ratio()) })
+	return sorted[(len(sorted)-1)/2]
 }

@@ -34,9 +34,15 @@ func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 		targetOrderedRate, r.firstAttempt.steady(), r.strict.steady(), verdict(min(r.firstAttempt.steady(), r.strict.steady()) >= targetOrderedRate),
 		r.firstAttempt.throughput, r.strict.throughput, us(item), us(rt), us(max(0, item-rt)))
 	ratio := r.beside.throughput / max(r.alone.throughput, 1e-9)
-	fmt.Fprintf(&d, "- **Unordered subscriptions beside %d busy ordered ones** (target ≥ %.0f %% of alone): %.0f/s alone, %.0f/s beside them: %.0f %% — %s. "+
-		"Busy lines: %s. Their items take a worker each while in flight, and each replica scans for lines once a second.\n",
-		r.besideLines.lines, 100*targetBesideLines, r.alone.throughput, r.beside.throughput, 100*ratio, verdict(ratio >= targetBesideLines), r.beside.note)
+	var each []string
+	for _, p := range r.pairs {
+		each = append(each, fmt.Sprintf("%.0f/s alone, %.0f/s beside: %.0f %%", p.alone.throughput, p.beside.throughput, 100*p.ratio()))
+	}
+	fmt.Fprintf(&d, "- **Unordered subscriptions beside %d busy ordered ones** (target ≥ %.0f %% of alone, on the median of %d alone/beside pairs measured in turn): "+
+		"%.0f/s alone, %.0f/s beside them: %.0f %% — %s. Every pair, in order: %s. "+
+		"Busy lines (the median pair): %s. Their items take a worker each while in flight, and each replica scans for lines once a second.\n",
+		r.besideLines.lines, 100*targetBesideLines, len(r.pairs), r.alone.throughput, r.beside.throughput, 100*ratio, verdict(ratio >= targetBesideLines),
+		strings.Join(each, "; "), r.beside.note)
 	if !(r.besideLines.busyAtEnd >= r.besideLines.lines) {
 		fmt.Fprintf(&d, "  Not every line held work to the end (%d of %d): raise --line-backlog.\n", r.besideLines.busyAtEnd, r.besideLines.lines)
 	}
@@ -62,8 +68,8 @@ func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 	}
 	d.WriteString(orderingFailingCost)
 
-	summary := fmt.Sprintf("ordered, fast receiver: first-attempt %.0f/s, strict %.0f/s steady (round trip %s); unordered beside %d lines: %.0f %% of alone (%.0f/s vs %.0f/s)",
-		r.firstAttempt.steady(), r.strict.steady(), us(rt), r.besideLines.lines, 100*ratio, r.beside.throughput, r.alone.throughput)
+	summary := fmt.Sprintf("ordered, fast receiver: first-attempt %.0f/s, strict %.0f/s steady (round trip %s); unordered beside %d lines: %.0f %% of alone (%.0f/s vs %.0f/s; median of %d pairs)",
+		r.firstAttempt.steady(), r.strict.steady(), us(rt), r.besideLines.lines, 100*ratio, r.beside.throughput, r.alone.throughput, len(r.pairs))
 	if r.thisDrain != nil {
 		summary += fmt.Sprintf("; Redis commands per delivery, ordering off: %.3f (baseline %.3f)", r.thisDrain.commandsPer(), r.oldDrain.commandsPer())
 	}
