@@ -47,7 +47,7 @@ func orderingFlags(fs *flag.FlagSet) benchRun {
 	fs.IntVar(&o.ordered, "ordered-deliveries", 5000, "deliveries of each one-subscription ordered case (first-attempt, strict)")
 	fs.IntVar(&o.perf.subs, "subs", 10, "unordered subscriptions (one tenant each) of the fast cases, as the performance scenario's fast case")
 	fs.IntVar(&o.perf.deliveries, "deliveries", 40000, "deliveries of the fast cases (the performance scenario's default)")
-	fs.IntVar(&o.pairs, "pairs", 3, "alone/beside measurements of the unordered fast case, taken in turn; the verdict is on their median ratio (one pair on a shared machine is noise)")
+	fs.IntVar(&o.pairs, "pairs", 5, "alone/beside measurements of the unordered fast case, taken in turn; the verdict is on their median ratio (one pair on a shared machine is noise)")
 	fs.IntVar(&o.lines, "lines", 100, "busy ordered subscriptions beside the unordered ones")
 	fs.IntVar(&o.lineBacklog, "line-backlog", 120, "deliveries queued to each busy line before the measurement (it must outlast it; the report says whether it did)")
 	fs.DurationVar(&o.lineDelay, "line-delay", 500*time.Millisecond, "how long the busy lines' receiver takes to answer (each line has one send in flight all along)")
@@ -128,7 +128,7 @@ func runOrdering(ctx context.Context, b *benchContext, o *orderingOptions) (*ben
 			return nil, fmt.Errorf("beside lines: %w", err)
 		}
 		pair.lines = busy.seen
-		b.stepf("%s (pair %d of %d): %s, %.0f %% of alone", pair.beside.title, i+1, o.pairs, pair.beside.line(), 100*pair.ratio())
+		b.stepf("%s (pair %d of %d): %s, %s %% of alone", pair.beside.title, i+1, o.pairs, pair.beside.line(), percentDown(pair.ratio()))
 		r.pairs = append(r.pairs, pair)
 	}
 	med := medianPair(r.pairs)

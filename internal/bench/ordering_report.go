@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -36,12 +37,12 @@ func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 	ratio := r.beside.throughput / max(r.alone.throughput, 1e-9)
 	var each []string
 	for _, p := range r.pairs {
-		each = append(each, fmt.Sprintf("%.0f/s alone, %.0f/s beside: %.0f %%", p.alone.throughput, p.beside.throughput, 100*p.ratio()))
+		each = append(each, fmt.Sprintf("%.0f/s alone, %.0f/s beside: %s %%", p.alone.throughput, p.beside.throughput, percentDown(p.ratio())))
 	}
 	fmt.Fprintf(&d, "- **Unordered subscriptions beside %d busy ordered ones** (target ≥ %.0f %% of alone, on the median of %d alone/beside pairs measured in turn): "+
-		"%.0f/s alone, %.0f/s beside them: %.0f %% — %s. Every pair, in order: %s. "+
+		"%.0f/s alone, %.0f/s beside them: %s %% — %s. Every pair, in order: %s. "+
 		"Busy lines (the median pair): %s. Their items take a worker each while in flight, and each replica scans for lines once a second.\n",
-		r.besideLines.lines, 100*targetBesideLines, len(r.pairs), r.alone.throughput, r.beside.throughput, 100*ratio, verdict(ratio >= targetBesideLines),
+		r.besideLines.lines, 100*targetBesideLines, len(r.pairs), r.alone.throughput, r.beside.throughput, percentDown(ratio), verdict(ratio >= targetBesideLines),
 		strings.Join(each, "; "), r.beside.note)
 	if !(r.besideLines.busyAtEnd >= r.besideLines.lines) {
 		fmt.Fprintf(&d, "  Not every line held work to the end (%d of %d): raise --line-backlog.\n", r.besideLines.busyAtEnd, r.besideLines.lines)
@@ -68,8 +69,8 @@ func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 	}
 	d.WriteString(orderingFailingCost)
 
-	summary := fmt.Sprintf("ordered, fast receiver: first-attempt %.0f/s, strict %.0f/s steady (round trip %s); unordered beside %d lines: %.0f %% of alone (%.0f/s vs %.0f/s; median of %d pairs)",
-		r.firstAttempt.steady(), r.strict.steady(), us(rt), r.besideLines.lines, 100*ratio, r.beside.throughput, r.alone.throughput, len(r.pairs))
+	summary := fmt.Sprintf("ordered, fast receiver: first-attempt %.0f/s, strict %.0f/s steady (round trip %s); unordered beside %d lines: %s %% of alone (%.0f/s vs %.0f/s; median of %d pairs)",
+		r.firstAttempt.steady(), r.strict.steady(), us(rt), r.besideLines.lines, percentDown(ratio), r.beside.throughput, r.alone.throughput, len(r.pairs))
 	if r.thisDrain != nil {
 		summary += fmt.Sprintf("; Redis commands per delivery, ordering off: %.3f (baseline %.3f)", r.thisDrain.commandsPer(), r.oldDrain.commandsPer())
 	}
@@ -104,4 +105,10 @@ func us(d time.Duration) string {
 		return ms(d)
 	}
 	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
+
+// percentDown writes a ratio as a percentage with one decimal, rounded
+// down, so a figure shown as 90.0 % never stands for a ratio below 0.90.
+func percentDown(ratio float64) string {
+	return fmt.Sprintf("%.1f", math.Floor(1000*ratio)/10)
 }
