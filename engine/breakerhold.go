@@ -89,7 +89,7 @@ func (e *Engine) holdForBreaker(h *handling) settlement {
 // handles the item as the delivery's only copy.
 func (e *Engine) alreadyHeld(h *handling) (settlement, bool) {
 	d := h.delivery()
-	stream, err := e.js.Stream(h.ctx, e.cfg.Queue.Stream)
+	stream, err := e.dispatchStream(h.ctx)
 	if err != nil {
 		return e.infraRetry(h, fmt.Errorf("look for a held copy: %w", err)), true
 	}
@@ -136,7 +136,7 @@ func (e *Engine) ensureBreakerCheck(ctx context.Context, sub string, releaseBy, 
 
 // pendingCheck reads subscription sub's pending held-check, if any.
 func (e *Engine) pendingCheck(ctx context.Context, sub string) (*jetstream.RawStreamMsg, bool) {
-	st, err := e.js.Stream(ctx, e.cfg.Queue.Stream)
+	st, err := e.dispatchStream(ctx)
 	if err != nil {
 		return nil, false
 	}

@@ -189,9 +189,11 @@ func (c Config) withDefaults() Config {
 
 // Engine consumes work items and delivers them. Create it with New.
 type Engine struct {
-	cfg       Config
-	store     *store.Store
-	js        jetstream.JetStream
+	cfg   Config
+	store *store.Store
+	js    jetstream.JetStream
+	// stream is the dispatch stream's handle once dispatchStream got it.
+	stream    atomic.Pointer[jetstream.Stream]
 	transport *transport.Registry
 	log       *slog.Logger
 	obs       Observer
@@ -366,3 +368,21 @@ func (e *Engine) Ready(ctx context.Context) error {
 
 // release gives a message back for immediate redelivery.
 func release(m jetstream.Msg) { _ = m.Nak() }
+
+// dispatchStream is a handle on the dispatch stream for reading stored
+// messages (held copies, held-checks). It is looked up once: the lookup is
+// a stream info request, which the server answers by computing the
+// stream's state, and holding a backlog for an open breaker read the
+// pending held-check for every delivery it held. The handle names the
+// stream, so it stays good if the stream is made again.
+func (e *Engine) dispatchStream(ctx context.Context) (jetstream.Stream, error) {
+	if st := e.stream.Load(); st != nil {
+		return *st, nil
+	}
+	st, err := e.js.Stream(ctx, e.cfg.Queue.Stream)
+	if err != nil {
+		return nil, err
+	}
+	e.stream.Store(&st)
+	return st, nil
+}

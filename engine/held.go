@@ -194,7 +194,7 @@ func (e *Engine) holdLookahead() time.Duration { return e.breakers.cfg.OpenFor }
 // breaker's), so that finds all that are due; one held far out of order
 // goes at the latest with the ones before it.
 func (e *Engine) releaseHeld(ctx context.Context, subID string, c *heldCheck) (int, error) {
-	st, err := e.js.Stream(ctx, e.cfg.Queue.Stream)
+	st, err := e.dispatchStream(ctx)
 	if err != nil {
 		return 0, err
 	}
