@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ const backlogSection = "Isolation under a backlog"
 // backlogOptions are the backlog scenario's flags.
 type backlogOptions struct {
 	deliveries     int
+	rounds         int // rounds of the three cases, measured in turn; the report shows the median one
 	emitters       int
 	settle         time.Duration
 	requestTimeout time.Duration // 0: the engine's default
@@ -38,12 +40,13 @@ type backlogOptions struct {
 func backlogFlags(fs *pflag.FlagSet) benchRun {
 	o := &backlogOptions{}
 	fs.IntVar(&o.deliveries, "deliveries", 5000, "deliveries preloaded for the healthy subscription, and as many for the bad one")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of the three cases (alone, beside a black hole, beside a 503 endpoint), measured in turn; the verdicts are on the round whose ratios are the median (one drain of a few seconds on a shared machine is noise)")
 	fs.IntVar(&o.emitters, "emitters", 16, "concurrent admin writers preloading the backlog")
 	fs.DurationVar(&o.settle, "settle", 5*time.Minute, "how long the healthy subscription's drain may take in each case")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "JETRELAY_HTTP_REQUEST_TIMEOUT for the run (how long a send to the black hole hangs); default: the engine's")
 	return func(ctx context.Context, b *benchContext) (*benchReport, error) {
-		if o.deliveries < 10 || o.deliveries > 1_000_000 || o.emitters < 1 || o.emitters > 256 || o.settle <= 0 || o.requestTimeout < 0 {
-			return nil, errors.New("backlog: --deliveries 10..1000000, --emitters 1..256, --settle > 0, --request-timeout ≥ 0")
+		if o.deliveries < 10 || o.deliveries > 1_000_000 || o.rounds < 1 || o.rounds > 9 || o.emitters < 1 || o.emitters > 256 || o.settle <= 0 || o.requestTimeout < 0 {
+			return nil, errors.New("backlog: --deliveries 10..1000000, --rounds 1..9, --emitters 1..256, --settle > 0, --request-timeout ≥ 0")
 		}
 		return runBacklog(ctx, b, o)
 	}
@@ -76,16 +79,39 @@ type backlogCase struct {
 }
 
 func runBacklog(ctx context.Context, b *benchContext, o *backlogOptions) (*benchReport, error) {
-	var cases []*backlogCase
-	for _, bad := range []string{backlogAlone, backlogBlackHole, backlogUnavail} {
-		c, err := runBacklogCase(ctx, b, o, bad)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", caseTitle(bad), err)
+	var rounds [][]*backlogCase
+	for i := range o.rounds {
+		var cases []*backlogCase
+		for _, bad := range []string{backlogAlone, backlogBlackHole, backlogUnavail} {
+			c, err := runBacklogCase(ctx, b, o, bad)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", caseTitle(bad), err)
+			}
+			b.stepf("  round %d of %d, %s: %d healthy deliveries in %s: %.0f deliveries/s", i+1, o.rounds, caseTitle(bad), c.received, c.drain.Round(time.Millisecond), c.rate)
+			cases = append(cases, c)
 		}
-		b.stepf("  %d healthy deliveries in %s: %.0f deliveries/s", c.received, c.drain.Round(time.Millisecond), c.rate)
-		cases = append(cases, c)
+		rounds = append(rounds, cases)
 	}
-	return backlogReport(o, cases), nil
+	return backlogReport(o, rounds), nil
+}
+
+// backlogRatios are a round's two ratios to its own alone case (black
+// hole, 503).
+func backlogRatios(cases []*backlogCase) [2]float64 {
+	var r [2]float64
+	if cases[0].rate > 0 {
+		r[0], r[1] = cases[1].rate/cases[0].rate, cases[2].rate/cases[0].rate
+	}
+	return r
+}
+
+// medianRound is the round whose mean ratio is the median (the lower
+// middle one for an even count): the one the report's tables show.
+func medianRound(rounds [][]*backlogCase) []*backlogCase {
+	sorted := slices.Clone(rounds)
+	mean := func(cases []*backlogCase) float64 { r := backlogRatios(cases); return r[0] + r[1] }
+	slices.SortStableFunc(sorted, func(a, b []*backlogCase) int { return cmp.Compare(mean(a), mean(b)) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 func caseTitle(bad string) string {

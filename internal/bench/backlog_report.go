@@ -9,7 +9,8 @@ import (
 // next to an equal bad backlog, to its rate alone.
 const targetBacklogRatio = 0.90
 
-func backlogReport(o *backlogOptions, cases []*backlogCase) *benchReport {
+func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
+	cases := medianRound(rounds)
 	alone := cases[0]
 	ratio := func(c *backlogCase) float64 {
 		if alone.rate == 0 {
@@ -57,8 +58,15 @@ func backlogReport(o *backlogOptions, cases []*backlogCase) *benchReport {
 		"jetrelay's start to the receiver's last receipt (the bridge moving the whole backlog into JetStream included); "+
 		"the case ends there, whatever the bad subscription still has queued.\n\n",
 		targetBacklogRatio*100, o.deliveries, o.deliveries, s.requestTimeout)
+	var each []string
+	for i, r := range rounds {
+		q := backlogRatios(r)
+		each = append(each, fmt.Sprintf("round %d: %.0f/s alone, %.3f beside the black hole, %.3f beside the 503 endpoint", i+1, r[0].rate, q[0], q[1]))
+	}
+	fmt.Fprintf(&doc, "The case runs %d rounds of the three cases in turn; the tables show the round whose two ratios have the median sum. Every round: %s.\n\n",
+		len(rounds), strings.Join(each, "; "))
 	doc.WriteString(rates.String())
-	fmt.Fprintf(&doc, "\nResult: %s.\n\n", strings.Join(verdicts, "; "))
+	fmt.Fprintf(&doc, "\nResult (the median round): %s.\n\n", strings.Join(verdicts, "; "))
 	doc.WriteString("What the bad subscription cost during the healthy drain: requests its endpoint saw (the black hole's are its " +
 		"connections, each holding one unanswered request), attempts logged as failed, put-offs logged by reason; parks are " +
 		"deliveries held in memory for a subscription at its in-flight limit, counted for the whole replica (the healthy one's " +
