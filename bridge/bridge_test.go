@@ -446,6 +446,13 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 	b := e.newBridge(t, bridge.Config{PublishTimeout: time.Second})
 	start(t, b)
 	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(ctx) == nil })
+	// Ready answers once the stream exists, which may be before the
+	// bridge's loop is past its own start-up (ensuring the stream, which
+	// it retries while NATS is down, moving nothing meanwhile). One id
+	// published shows that it is moving.
+	warm := "dlv_warm"
+	e.lpush(t, pending, []string{warm})
+	eventually(t, 10*time.Second, "a first id published", func() bool { return b.Stats().Published == 1 })
 
 	srv.Shutdown()
 	want := ids("dlv_", 50)
@@ -469,6 +476,6 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 	})
 	// The test's own connection reconnects on its own schedule: read the
 	// stream once it answers again.
-	eventually(t, 20*time.Second, "the stream to answer with every id", func() bool { return e.streamMsgs(t) >= 50 })
-	e.assertExactlyOnce(t, want)
+	eventually(t, 20*time.Second, "the stream to answer with every id", func() bool { return e.streamMsgs(t) >= 51 })
+	e.assertExactlyOnce(t, append([]string{warm}, want...))
 }
