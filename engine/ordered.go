@@ -192,6 +192,14 @@ func (e *Engine) pullLine(ctx context.Context, work *lanes, l *line) {
 				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 					break
 				}
+				if lineGone(ctx, cons, err) {
+					// A server restarted without it (its state was in
+					// memory): the iterator only misses heartbeats.
+					// Make it again; it starts at the first unacked item.
+					log.Info("ordered line's consumer is gone; making it again", "err", err)
+					it.Stop()
+					break
+				}
 				continue
 			}
 			if ctx.Err() != nil {
@@ -259,4 +267,21 @@ func settleInLine(h *handling, s settlement) settlement {
 		return s
 	}
 	return shortNak(s.delay)
+}
+
+// lineGone reports whether the error err of a line's iterator means its
+// consumer no longer exists. A standalone server that restarted forgets a
+// line consumer (its state is in memory, queue/ordered.go), and the
+// iterator does not end: it only reports missed heartbeats.
+func lineGone(ctx context.Context, cons jetstream.Consumer, err error) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+		return true
+	case !errors.Is(err, jetstream.ErrNoHeartbeat):
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, queue.OrderedPullExpiry)
+	defer cancel()
+	_, err = cons.Info(ictx)
+	return errors.Is(err, jetstream.ErrConsumerNotFound)
 }

@@ -64,9 +64,9 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 }
 
 // A line consumer made by a build before memory-backed lines (state on
-// file) cannot be changed to memory; replicas of the newer build pull it
-// as it is instead of failing on the line, and a new line is made in
-// memory.
+// file) cannot be changed to memory; replicas of the newer build keep its
+// storage and update its other settings instead of failing on the line,
+// and a new line is made in memory.
 func TestEnsureOrderedConsumer_TakesAFileBackedLineAsItIsAndMakesNewOnesInMemory(t *testing.T) {
 	_, _, js := testenv.NATS(t)
 	ctx := testCtx(t)
@@ -75,7 +75,7 @@ func TestEnsureOrderedConsumer_TakesAFileBackedLineAsItIsAndMakesNewOnesInMemory
 		t.Fatal(err)
 	}
 	older := queue.OrderedConsumerConfig(c, "whsub_older")
-	older.MemoryStorage = false
+	older.MemoryStorage, older.AckWait = false, time.Minute
 	if _, err := js.CreateConsumer(ctx, c.WithDefaults().Stream, older); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +93,9 @@ func TestEnsureOrderedConsumer_TakesAFileBackedLineAsItIsAndMakesNewOnesInMemory
 		}
 		if want := sub == "whsub_newer"; info.Config.MemoryStorage != want {
 			t.Errorf("line of %s: memory storage %v, want %v", sub, info.Config.MemoryStorage, want)
+		}
+		if info.Config.AckWait != queue.OrderedAckWait {
+			t.Errorf("line of %s: AckWait %s, want this build's %s", sub, info.Config.AckWait, queue.OrderedAckWait)
 		}
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup(queue.OrderedGroup))
 		if err != nil {

@@ -28,8 +28,8 @@ import (
 // deleted, so a consumer made again after a restart forgot it (standalone)
 // or came back empty (a whole cluster restarted) starts at the line's first
 // unacked item, in order: the one that was in flight is sent again, as after
-// any crash. On a cluster the state is replicated like any consumer's, so a
-// leader loss forgets nothing.
+// any crash. On a cluster the state is replicated like any consumer's, so
+// one node's loss forgets nothing.
 
 // Settings of the ordered lines' consumers.
 const (
@@ -83,20 +83,23 @@ func OrderedConsumerConfig(c Config, subscriptionID string) jetstream.ConsumerCo
 	}
 }
 
-// EnsureOrderedConsumer creates subscriptionID's line consumer, or returns
-// it when it exists. A line consumer a build before memory-backed lines made
-// (its state on file) cannot be updated to memory: the server refuses to
-// change a consumer's storage. It is used as it is, since replicas of both
-// builds may be pulling it; the server deletes it once the line has been
-// idle for OrderedIdle, and the next one is made in memory.
+// EnsureOrderedConsumer creates subscriptionID's line consumer, or updates
+// it to this build's settings. A line consumer a build before memory-backed
+// lines made (its state on file) cannot be changed to memory: the server
+// refuses to change a consumer's storage. It keeps its storage and gets
+// every other setting; the server deletes it once the line has been idle
+// for OrderedIdle, and the next one is made in memory.
 func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, c Config, subscriptionID string) (jetstream.Consumer, error) {
 	want := OrderedConsumerConfig(c, subscriptionID)
 	stream := c.WithDefaults().Stream
 	cons, err := js.CreateOrUpdateConsumer(ctx, stream, want)
 	if err != nil {
 		if have, herr := js.Consumer(ctx, stream, want.Durable); herr == nil && have.CachedInfo().Config.MemoryStorage != want.MemoryStorage {
-			return have, nil
+			want.MemoryStorage = have.CachedInfo().Config.MemoryStorage
+			cons, err = js.CreateOrUpdateConsumer(ctx, stream, want)
 		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("queue: ordered line of %s: %w", subscriptionID, err)
 	}
 	return cons, nil
