@@ -105,7 +105,7 @@ func backlogRatios(cases []*backlogCase) [2]float64 {
 	return r
 }
 
-// medianRound is the round whose mean ratio is the median (the lower
+// medianRound is the round whose two ratios have the median sum (the lower
 // middle one for an even count): the one the report's tables show.
 func medianRound(rounds [][]*backlogCase) []*backlogCase {
 	sorted := slices.Clone(rounds)
