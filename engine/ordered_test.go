@@ -154,7 +154,6 @@ func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testi
 	t.Parallel()
 	cl := testenv.Cluster(t, 3)
 	e := newEnv(t, envOptions{ordering: proto.OrderingStrict, natsURLs: cl.ClientURLs(), streamReplicas: 3})
-	ctx := context.Background()
 	// One request in four refused, so retries hold the line now and then.
 	var n atomic.Int64
 	sub, _, ep := e.subscribe(t, "/leader-line", func(int) int {
@@ -164,38 +163,14 @@ func TestOrdered_AStrictLineKeepsItsOrderThroughTheStreamLeaderStopping(t *testi
 		return http.StatusOK
 	}, nil)
 	const total = 150
-	var events, ids []string
-	for range total {
-		id := e.deliver(t, sub, e.event(), nil)
-		d, err := e.store.Delivery(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events, ids = append(events, d.EventID), append(ids, id)
-	}
+	ids, events := e.queueLine(t, sub, total)
 	waitFor(t, 60*time.Second, "a third of the line delivered", func() bool { return ep.Stats().Unique >= total/3 })
 	leader := clusterStreamLeader(t, e.js, e.qc.Stream)
 	if err := cl.Stop(leader); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("stopped %s, the stream leader, at %d of %d delivered", leader, ep.Stats().Unique, total)
-	for _, id := range ids {
-		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
-			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
-		}
-	}
-	if got := receivedOrder(ep); !slices.Equal(got, events) {
-		idx := map[string]int{}
-		for i, ev := range events {
-			idx[ev] = i
-		}
-		var seq []int
-		for _, ev := range got {
-			seq = append(seq, idx[ev])
-		}
-		t.Errorf("first successes out of enqueue order (by enqueue index): %v", seq)
-	}
-	t.Logf("duplicates: %d", ep.Stats().Duplicates)
+	assertLineInOrder(t, e, ep, ids, events)
 }
 
 // Line consumers keep their state in memory (queue/ordered.go): a
@@ -245,7 +220,6 @@ func TestOrdered_AStrictLineKeepsItsOrderThroughTheWholeClusterRestarting(t *tes
 // enqueue order.
 func restartLine(t *testing.T, e *env, restart func()) {
 	t.Helper()
-	ctx := context.Background()
 	var n atomic.Int64
 	held, restarted := make(chan struct{}), make(chan struct{})
 	sub, _, ep := e.subscribe(t, "/restart-line", func(int) int {
@@ -256,15 +230,7 @@ func restartLine(t *testing.T, e *env, restart func()) {
 		return http.StatusOK
 	}, nil)
 	const total = 120
-	var events, ids []string
-	for range total {
-		id := e.deliver(t, sub, e.event(), nil)
-		d, err := e.store.Delivery(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		events, ids = append(events, d.EventID), append(ids, id)
-	}
+	ids, events := e.queueLine(t, sub, total)
 	select {
 	case <-held:
 	case <-time.After(60 * time.Second):
@@ -273,6 +239,28 @@ func restartLine(t *testing.T, e *env, restart func()) {
 	restart()
 	close(restarted)
 	t.Logf("restarted with %d of %d delivered", ep.Stats().Unique, total)
+	assertLineInOrder(t, e, ep, ids, events)
+}
+
+// queueLine delivers n new events to sub one after another and returns
+// the deliveries and their events in enqueue order.
+func (e *env) queueLine(t *testing.T, sub string, n int) (ids, events []string) {
+	t.Helper()
+	for range n {
+		id := e.deliver(t, sub, e.event(), nil)
+		d, err := e.store.Delivery(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, ids = append(events, d.EventID), append(ids, id)
+	}
+	return ids, events
+}
+
+// assertLineInOrder checks that every delivery of ids ends SUCCESS and that
+// ep's first successes are their events in enqueue order.
+func assertLineInOrder(t *testing.T, e *env, ep *receiver.Endpoint, ids, events []string) {
+	t.Helper()
 	for _, id := range ids {
 		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
 			t.Fatalf("delivery %s is %s, want SUCCESS: %s", id, rec.Status, e.rawDelivery(t, id))
