@@ -32,6 +32,9 @@ type Bridge struct {
 	tracer trace.Tracer // nil when tracing is off
 
 	processingKey string
+	// drained: the last move came back short of a batch, so the next one
+	// waits for ids (move.go). Only the dispatch loop touches it.
+	drained bool
 
 	running atomic.Bool
 	// problem is the last error that stalled the bridge, cleared when it

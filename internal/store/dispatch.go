@@ -77,6 +77,73 @@ func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Dura
 	return id, true, nil
 }
 
+// AwaitAndMove waits up to timeout for an id in dispatch:pending and moves
+// it, with up to max-1 more, into list, oldest first: BLMOVE and the batch
+// move pipelined in one round trip, where AwaitPending and then
+// MovePending take two. It is the bridge's move while dispatch:pending is
+// all but empty (at a rate low enough that each id finds the bridge
+// waiting), when one round trip per delivery is a measurable share of its
+// cost. A pipeline's replies are read under the client's ReadTimeout, not
+// the blocking command's own, so on a client whose ReadTimeout does not
+// cover timeout (or whose options are not known) it takes the two round
+// trips. On an error some ids may have moved unreported, as with
+// MovePending.
+func (s *Store) AwaitAndMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
+	if max < 2 || !s.pipelinesBlock(timeout) {
+		return s.awaitThenMove(ctx, list, max, timeout)
+	}
+	pipe := s.rdb.Pipeline()
+	first := pipe.BLMove(ctx, PendingList, list, "RIGHT", "LEFT", timeout)
+	rest := moveBatchLua.EvalSha(ctx, pipe, []string{PendingList, list}, max-1)
+	_, _ = pipe.Exec(ctx)
+	var ids []string
+	switch id, err := first.Result(); {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return nil, err
+	default:
+		ids = append(ids, id)
+	}
+	more, err := rest.StringSlice()
+	switch {
+	case err == nil, errors.Is(err, redis.Nil):
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		// The script cache was flushed (or never had it): Run loads it.
+		more, err = s.MovePending(ctx, list, max-len(ids))
+		if err != nil {
+			return ids, err
+		}
+	default:
+		return ids, err
+	}
+	return append(ids, more...), nil
+}
+
+// awaitThenMove is AwaitAndMove in two round trips.
+func (s *Store) awaitThenMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
+	id, ok, err := s.AwaitPending(ctx, list, timeout)
+	if !ok {
+		return nil, err
+	}
+	if max < 2 {
+		return []string{id}, nil
+	}
+	more, err := s.MovePending(ctx, list, max-1)
+	return append([]string{id}, more...), err
+}
+
+// pipelinesBlock reports whether a pipeline may hold a command blocking
+// for timeout: the client is a plain one whose ReadTimeout (as the client
+// applied it: 0 or negative is no deadline) outlasts it by a second.
+func (s *Store) pipelinesBlock(timeout time.Duration) bool {
+	c, ok := s.rdb.(*redis.Client)
+	if !ok {
+		return false
+	}
+	rt := c.Options().ReadTimeout
+	return rt <= 0 || rt >= timeout+time.Second
+}
+
 // Oldest returns up to n of list's oldest ids, oldest last.
 func (s *Store) Oldest(ctx context.Context, list string, n int) ([]string, error) {
 	ids, err := s.rdb.LRange(ctx, list, -int64(n), -1).Result()

@@ -2,9 +2,16 @@ package store
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
 // The bridge's moves go through these: ids move oldest first, adoption
@@ -110,5 +117,109 @@ func TestRemoveFromList_RemovesOneOccurrenceOfEachId(t *testing.T) {
 				t.Errorf("list = %q, want %q", got, tc.wantRemain)
 			}
 		})
+	}
+}
+
+// countingHook counts what a client sends: single commands and pipelines,
+// one round trip each.
+type countingHook struct{ commands, pipelines atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.commands.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// awaitBlocked waits until a client is blocked in a BLMOVE on c's server.
+func awaitBlocked(t *testing.T, c *redis.Client) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if info := c.Info(context.Background(), "clients").Val(); strings.Contains(info, "blocked_clients:1") {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("no client blocked in BLMOVE within 5 s")
+}
+
+// The bridge's move on an all but empty list waits for an id and takes it
+// with whatever else came in one round trip, leaving the lists as one
+// LMOVE per id would; a client whose ReadTimeout would cut the wait short,
+// and a flushed script cache, still move every id.
+func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
+	env := testenv.Redis(t)
+	ctx := context.Background()
+	c := env.Client
+	hook := &countingHook{}
+	plain := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+	t.Cleanup(func() { _ = plain.Close() })
+	plain.AddHook(hook)
+	st := New(plain)
+
+	c.LPush(ctx, ProcessingList("me"), "old")
+	got := make(chan []string, 1)
+	go func() {
+		ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, 3*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ids
+	}()
+	awaitBlocked(t, c)
+	c.LPush(ctx, PendingList, "a") // what the wait takes
+	ids := <-got
+	if !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("AwaitAndMove on an empty list = %q, want the one id pushed while it waited", ids)
+	}
+
+	c.LPush(ctx, PendingList, "b", "c", "d", "e") // "b" is the oldest
+	hook.commands.Store(0)
+	hook.pipelines.Store(0)
+	ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second)
+	if err != nil || !slices.Equal(ids, []string{"b", "c", "d"}) {
+		t.Fatalf("AwaitAndMove = %q, %v; want b, c, d", ids, err)
+	}
+	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
+		t.Errorf("AwaitAndMove took %d commands and %d pipelines, want one pipeline", n, p)
+	}
+	if got := c.LRange(ctx, ProcessingList("me"), 0, -1).Val(); !slices.Equal(got, []string{"d", "c", "b", "a", "old"}) {
+		t.Errorf("processing list = %q, want d c b a old (as LMOVE RIGHT LEFT one by one)", got)
+	}
+
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.LPush(ctx, PendingList, "f")
+	if ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second); err != nil || !slices.Equal(ids, []string{"e", "f"}) {
+		t.Errorf("AwaitAndMove after SCRIPT FLUSH = %q, %v; want e, f", ids, err)
+	}
+
+	// ReadTimeout 500 ms: a pipeline would give up on a 1 s wait.
+	short := redis.NewClient(&redis.Options{Addr: c.Options().Addr, ReadTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = short.Close() })
+	sst := New(short)
+	go func() {
+		ids, err := sst.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ids
+	}()
+	awaitBlocked(t, c)
+	c.LPush(ctx, PendingList, "g")
+	if ids := <-got; !slices.Equal(ids, []string{"g"}) {
+		t.Errorf("AwaitAndMove with a short ReadTimeout = %q, want g", ids)
+	}
+	if got := c.LLen(ctx, ProcessingList("me")).Val(); got != 8 {
+		t.Errorf("processing list holds %d ids, want all 7 moved and old", got)
 	}
 }
