@@ -134,8 +134,15 @@ func (e *Engine) ensureBreakerCheck(ctx context.Context, sub string, releaseBy, 
 	return e.publishWaiting(ctx, breakerCheckMsg(e.cfg.Queue, sub, at, probeAt, every, time.Time{}))
 }
 
-// pendingCheck reads subscription sub's pending held-check, if any.
+// pendingCheck reads subscription sub's pending held-check, if any, in a
+// read that begins after the call, shared with the holds asking at the
+// same time (checkreads.go).
 func (e *Engine) pendingCheck(ctx context.Context, sub string) (*jetstream.RawStreamMsg, bool) {
+	return e.checks.get(ctx, sub)
+}
+
+// readPendingCheck is one read of sub's pending held-check.
+func (e *Engine) readPendingCheck(ctx context.Context, sub string) (*jetstream.RawStreamMsg, bool) {
 	st, err := e.dispatchStream(ctx)
 	if err != nil {
 		return nil, false

@@ -202,7 +202,8 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	workers   *workers
-	busy      *busyLines // deliveries parked while their subscription is at its limit here
+	busy      *busyLines  // deliveries parked while their subscription is at its limit here
+	checks    *checkReads // shared reads of pending held-checks (checkreads.go)
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
@@ -232,6 +233,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
+	e.checks = newCheckReads(e.readPendingCheck)
 	e.inflight.freed = e.busy.freed
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	e.lineAlive = newKeepAlive(queue.OrderedAckWait / 4)
