@@ -305,3 +305,59 @@ func TestBusy_AFastSubscriptionsDeliveriesNeverPark(t *testing.T) {
 		}
 	}
 }
+
+// A subscription that answers fast frees a slot within milliseconds: a
+// delivery it turns away waits as a delayed nak, with no wake-up stored
+// and no record write, and still goes out on its one attempt. (A slow
+// subscription's put-offs past its wait line become wake-ups and are
+// written: TestBusy_ABacklogAtItsSubscriptionsLimitWaitsInMemoryAndGoesOutInOrder.)
+func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testing.T) {
+	t.Parallel()
+	putOffs := &busyPutOffs{}
+	e := newEnv(t, envOptions{engine: func(c *engine.Config) {
+		// One send at a time for 8 workers: a fast subscription lets 5
+		// wait for its slot (its capacity times FastAnswer over its send
+		// time), and turns the others away, each for about a send's time.
+		c.MaxInFlight, c.Workers, c.MinWorkers = 1, 8, 8
+		c.ParkAfter = time.Second // the default (the harness shortens it)
+		c.Observer = putOffs
+	}})
+	// 20 ms: under FastAnswer (100 ms), so the subscription answers fast.
+	sub, _, _ := e.subscribe(t, "/custom/fast-busy", func(int) int { time.Sleep(20 * time.Millisecond); return http.StatusOK }, nil)
+	first := e.deliver(t, sub, e.event(), nil)
+	e.final(t, first) // its latency is known now: the subscription is fast
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, e.qc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := info.State.LastSeq
+
+	// A burst of 12 is a few hundred milliseconds of sends: every wait is
+	// shorter than ParkAfter (1 s), past which a wait becomes a wake-up.
+	const n = 12
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
+			t.Fatalf("record = %s; want SUCCESS on its one attempt", rec.Raw)
+		}
+	}
+	if putOffs.count() == 0 {
+		t.Fatal("no delivery was turned away: the burst did not find the subscription busy")
+	}
+	info, err = st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored := info.State.LastSeq - before; stored != n {
+		t.Errorf("the stream stored %d messages for %d deliveries, %d of them turned away: want only their %d work items (no wake-ups)",
+			stored, n, putOffs.count(), n)
+	}
+}

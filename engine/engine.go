@@ -71,7 +71,7 @@ type Config struct {
 	Breaker         BreakerConfig
 	MaxInFlight     int           // upper bound of a subscription's adaptive in-flight limit per replica; 0: none but Workers
 	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at its in-flight limit, default 1s
-	ParkAfter       time.Duration // retry waits up to this long stay a delayed nak; longer ones, and every put-off, become JetStream message schedules. Default 1s
+	ParkAfter       time.Duration // retry waits, and a fast subscription's busy waits, up to this long stay a delayed nak; longer ones, and every other put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
 	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s
 

@@ -36,7 +36,8 @@ them queue behind its own work; four mechanisms stop that.
   its retry schedule would have ended plus one open period; then it is FAILED
   with the endpoint's last answer and counts toward auto-disable.
 - **Waiting in JetStream** (` + "`JETRELAY_PARK_AFTER`" + `). Every put-off (an open
-  breaker, a busy slow subscription) and every retry backoff longer than this
+  breaker, a busy slow subscription; a fast one's waits are milliseconds and
+  stay delayed naks up to this long) and every retry backoff longer than this
   becomes a JetStream message schedule in the dispatch stream (one per
   delivery) and its work item is acked, instead of being nak'ed with a delay:
   a delayed nak keeps holding one of the consumer's ` + "`MaxAckPending`" + ` slots for
