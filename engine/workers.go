@@ -20,7 +20,9 @@ import (
 // Every tick the pool looks at what held work back since the last one:
 // deliveries turned away below their subscription's own adaptive limit
 // (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
-// in the lanes while (nearly) every worker was busy. If work was held back, the CPU
+// in the lanes while (nearly) every worker was busy. A worker waiting for
+// a slot of a subscription at its limit (adaptive.Pool.Waiting) is not
+// counted busy: more workers would only wait beside it. If work was held back, the CPU
 // is not saturated and memory is below the budget, it doubles (as a new
 // subscription's limit does in slow start),
 // up to the sum of the busy subscriptions' limits (what their endpoints
@@ -106,7 +108,7 @@ type pressure struct {
 	want     int     // sum of the busy subscriptions' limits
 	squeezed int     // deliveries held back by the pool's sharing
 	waiting  int     // items waiting in the lanes for a worker
-	busy     int     // workers handling an item
+	busy     int     // workers handling an item, but for those waiting for a subscription's slot
 	cpu      float64 // share of GOMAXPROCS the process used, 0..1+
 	memory   int64   // bytes in use
 }
@@ -147,7 +149,14 @@ func (e *Engine) sizeWorkers(ctx context.Context, work *lanes, f *fetched, spawn
 		case <-t.C:
 		}
 		want, squeezed := e.inflight.pool.Demand(recentDemand)
-		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: int(w.busy.Load()), cpu: w.cpu.sample()}
+		// A worker waiting for a slot of its subscription, at its limit,
+		// is busy only with waiting: more workers would wait beside it.
+		// Counted busy, it made the pool grow for a fast receiver's
+		// backlog to three times the subscription's limit, and the
+		// workers the subscription could not take turned deliveries away
+		// (issue 22's slow mode).
+		busy := max(0, int(w.busy.Load())-e.inflight.pool.Waiting())
+		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: busy, cpu: w.cpu.sample()}
 		if w.budget > 0 {
 			p.memory = w.memoryInUse()
 		}

@@ -106,6 +106,7 @@ type Pool struct {
 	workers   int // the pool's size now (SetWorkers)
 	inflight  int // sends running, all endpoints
 	busy      int // endpoints with a send running or a worker waiting
+	waiters   int // workers waiting for a slot, all endpoints
 	squeezed  int // deliveries turned away below their endpoint's own limit since the last Demand
 	lastSweep time.Time
 	// The last endpoint that asked for a slot, when, and when another one
@@ -220,6 +221,15 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	return false, p.comeBack(e, now)
 }
 
+// Waiting is how many workers wait in Acquire for a slot of an endpoint
+// at its limit. A worker waiting there is not short of work: the pool's
+// sizing counts it out of the busy ones (engine/workers.go).
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiters
+}
+
 // TurnAway counts a delivery to endpoint id turned away without asking for
 // a slot (others wait for one ahead of it) and says when it should come
 // back, as a refused Acquire does.
@@ -279,7 +289,9 @@ func (p *Pool) wait(ctx context.Context, e *endpoint) bool {
 		p.busy++
 	}
 	e.waiting++
+	p.waiters++
 	defer func() {
+		p.waiters--
 		if e.waiting--; !e.busy() {
 			p.busy--
 		}
