@@ -319,12 +319,21 @@ func (e *Engine) parkable(h *handling, since time.Time) bool {
 // waitBehind keeps h from taking a slot that the deliveries already
 // waiting for its busy subscription are owed: it parks behind them or,
 // when the line is full, is put off. ok is false when nobody waits ahead
-// of it (or h may not park): it asks for a slot.
+// of it, h may not park, or the subscription answers fast: it asks for a
+// slot.
+//
+// A line a subscription started before it was known to answer fast (its
+// first sends still running when a backlog arrived) is not waited behind
+// once it is: its newcomers, arriving faster than the line drained, kept
+// it alive for the whole backlog and were put off by the thousand when it
+// was full (measured: draining a preloaded backlog to one fast receiver,
+// most deliveries were turned away once, in some runs). The line's own
+// deliveries still go out as slots free, or when their time parked is up.
 func (e *Engine) waitBehind(h *handling, woke bool) (settlement, bool) {
-	if woke || !e.parkable(h, h.now) {
+	sub := h.delivery().SubscriptionID
+	if woke || !e.parkable(h, h.now) || e.inflight.pool.Fast(sub) {
 		return settlement{}, false
 	}
-	sub := h.delivery().SubscriptionID
 	parked, ahead := e.busy.enter(h.item, sub, h.now, placeBehind)
 	switch {
 	case parked:
