@@ -335,7 +335,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 		"- **Reference:** the Cycles events service's dispatch algorithm (contract §6) as a Go loop, one delivery at a time: `BRPOP dispatch:pending`, `GET delivery`, `GET event`, " +
 		"`GET webhook`, `GET webhook:secret` and decrypt, POST with the same client, `TTL` + `SET delivery`, `GET` + `SET webhook` (consecutive_failures, last_triggered_at, last_success_at). " +
 		"Its deliveries are queued before it starts, so its rate excludes admin's writes, and it leaves out the reference service's 1 ms `fixedDelay` between deliveries: both favour the reference.\n\n")
-	b.WriteString("What one delivery costs jetrelay, and what has been taken out of it: the bridge moves ids in Lua batches and publishes them asynchronously; " +
+	b.WriteString("What one delivery costs jetrelay, and what has been taken out of it: the bridge moves ids in Lua batches (while `dispatch:pending` is all but empty, waiting for an id and moving whatever else came share one round trip) and publishes them asynchronously; " +
 		"the engine reads the delivery, then its event, subscription and secret, and writes the outcome with one compare-and-set script, all through go-redis's " +
 		"autopipeliner, so that what the workers issue at the same moment shares one write and one read (`JETRELAY_REDIS_AUTOPIPELINE`); records are decoded with " +
 		"goccy/go-json, a subscription only when its stored bytes change, and the outcome patch is applied in one pass; one goroutine keeps every slow send's work item alive. " +
