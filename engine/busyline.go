@@ -353,7 +353,10 @@ func (e *Engine) waitBehind(h *handling, woke bool) (settlement, bool) {
 // delivery behind the line, its hand-offs and its put-offs when full
 // (measured: a fast receiver's preloaded backlog went out at half the
 // rate, one subscription or ten). A line started while the subscription
-// was slow still drains in order: newcomers park behind it (waitBehind).
+// was slow drains as its slots free, but once the subscription is known
+// fast its newcomers no longer park behind it (waitBehind): they may take
+// a slot a parked delivery was woken for, which then parks again at the
+// front, or, its time parked up, is put off.
 func (e *Engine) parkBusy(h *handling, woke bool) bool {
 	since, pl := h.now, placeBack
 	if woke {

@@ -312,20 +312,20 @@ func TestBusy_AFastSubscriptionsDeliveriesNeverPark(t *testing.T) {
 // subscription's put-offs past its wait line become wake-ups and are
 // written: TestBusy_ABacklogAtItsSubscriptionsLimitWaitsInMemoryAndGoesOutInOrder.)
 func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testing.T) {
-	t.Parallel()
 	putOffs := &busyPutOffs{}
 	e := newEnv(t, envOptions{engine: func(c *engine.Config) {
-		// One send at a time for 8 workers: a fast subscription lets 5
-		// wait for its slot (its capacity times FastAnswer over its send
-		// time), and turns the others away, each for about a send's time.
+		// One send at a time for 8 workers: a subscription answering in
+		// 60 ms lets one more wait for its slot (its capacity times
+		// FastAnswer, 100 ms, over its send time), and turns the others
+		// away for about a send's time each.
 		c.MaxInFlight, c.Workers, c.MinWorkers = 1, 8, 8
-		c.ParkAfter = time.Second // the default (the harness shortens it)
+		// Every such wait is shorter than this: none may become a
+		// wake-up for being long.
+		c.ParkAfter = time.Minute
 		c.Observer = putOffs
 	}})
-	// 20 ms: under FastAnswer (100 ms), so the subscription answers fast.
-	sub, _, _ := e.subscribe(t, "/custom/fast-busy", func(int) int { time.Sleep(20 * time.Millisecond); return http.StatusOK }, nil)
-	first := e.deliver(t, sub, e.event(), nil)
-	e.final(t, first) // its latency is known now: the subscription is fast
+	sub, _, _ := e.subscribe(t, "/custom/fast-busy", func(int) int { time.Sleep(60 * time.Millisecond); return http.StatusOK }, nil)
+	e.final(t, e.deliver(t, sub, e.event(), nil)) // its latency is known now: the subscription is fast
 	ctx := context.Background()
 	st, err := e.js.Stream(ctx, e.qc.Stream)
 	if err != nil {
@@ -337,27 +337,29 @@ func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testin
 	}
 	before := info.State.LastSeq
 
-	// A burst of 12 is a few hundred milliseconds of sends: every wait is
-	// shorter than ParkAfter (1 s), past which a wait becomes a wake-up.
-	const n = 12
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = e.deliver(t, sub, e.event(), nil)
+	// Bursts of 8 until one finds the subscription busy (on an idle
+	// machine the first does: 8 arrive within one 60 ms send).
+	var ids []string
+	for putOffs.count() == 0 {
+		if len(ids) >= 80 {
+			t.Fatalf("%d deliveries in bursts of 8, none turned away", len(ids))
+		}
+		for range 8 {
+			ids = append(ids, e.deliver(t, sub, e.event(), nil))
+		}
+		e.final(t, ids[len(ids)-1])
 	}
 	for _, id := range ids {
 		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess || rec.Attempts != 1 {
 			t.Fatalf("record = %s; want SUCCESS on its one attempt", rec.Raw)
 		}
 	}
-	if putOffs.count() == 0 {
-		t.Fatal("no delivery was turned away: the burst did not find the subscription busy")
-	}
 	info, err = st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored := info.State.LastSeq - before; stored != n {
+	if stored := info.State.LastSeq - before; stored != uint64(len(ids)) {
 		t.Errorf("the stream stored %d messages for %d deliveries, %d of them turned away: want only their %d work items (no wake-ups)",
-			stored, n, putOffs.count(), n)
+			stored, len(ids), putOffs.count(), len(ids))
 	}
 }

@@ -91,13 +91,17 @@ func (c *checkReads) run(ctx context.Context, sub string, r *checkRead) {
 		rctx, cancel := context.WithTimeout(ctx, checkReadTimeout)
 		r.msg, r.ok = c.read(rctx, sub)
 		cancel()
-		close(r.done)
+		// The line is settled before the answer is out: a hold that got
+		// it and asks again finds the next read or none, never this one.
 		c.mu.Lock()
 		l := c.lines[sub]
-		r, l.next = l.next, nil
-		if r == nil {
+		next := l.next
+		l.next = nil
+		if next == nil {
 			delete(c.lines, sub)
 		}
 		c.mu.Unlock()
+		close(r.done)
+		r = next
 	}
 }

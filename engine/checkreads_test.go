@@ -96,3 +96,21 @@ func awaitJoined(t *testing.T, c *checkReads, sub string, n int) {
 	}
 	t.Fatalf("%d holds did not all join the next read within 10 s", n)
 }
+
+// The budget of short busy waits: at most most per window, renewed when a
+// window has passed.
+func TestShortNaks_AtMostMostPerWindow(t *testing.T) {
+	b := &shortNaks{window: time.Second, most: 3}
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 3 {
+		if !b.take(t0.Add(time.Duration(i) * time.Millisecond)) {
+			t.Fatalf("wait %d refused within the budget", i+1)
+		}
+	}
+	if b.take(t0.Add(999 * time.Millisecond)) {
+		t.Error("a fourth wait within the window was allowed")
+	}
+	if !b.take(t0.Add(time.Second)) {
+		t.Error("a wait in the next window was refused")
+	}
+}

@@ -204,6 +204,7 @@ type Engine struct {
 	workers   *workers
 	busy      *busyLines  // deliveries parked while their subscription is at its limit here
 	checks    *checkReads // shared reads of pending held-checks (checkreads.go)
+	shortBusy *shortNaks  // budget of fast subscriptions' busy waits as delayed naks (wait.go)
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
@@ -234,6 +235,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
 	e.checks = newCheckReads(e.readPendingCheck)
+	e.shortBusy = &shortNaks{window: cfg.ParkAfter, most: max(1, cfg.Queue.MaxAckPending/parkShare)}
 	e.inflight.freed = e.busy.freed
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
 	e.lineAlive = newKeepAlive(queue.OrderedAckWait / 4)

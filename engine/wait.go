@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,13 @@ import (
 // (8.1 Redis commands per delivery instead of 4.1) and jetrelay spent 60 %
 // more CPU per delivery: the "slow mode" of issue 22. Such a wait is not
 // written to the record (it is over before admin could show it); it is
-// reported like every put-off.
+// reported like every put-off. Two bounds keep these naks from holding the
+// consumer's MaxAckPending slots the way the rule above forbids: the
+// subscription must be freeing slots now (adaptive.Pool.Freeing: an answer
+// within FastAnswer, so an endpoint that answered fast and then stopped
+// answering is put off as before), and a replica issues at most
+// MaxAckPending/parkShare of them per ParkAfter, the longest any of them
+// lasts (shortNaks), as it parks at most that many.
 func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	if s, ok := e.waitInLine(h, until, reason); ok {
 		return s
@@ -77,9 +84,37 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 }
 
 // shortBusyWait reports whether h's wait is a busy wait for a subscription
-// that answers fast (see wait).
+// that answers fast and frees slots now, within this replica's budget of
+// such waits (see wait).
 func (e *Engine) shortBusyWait(h *handling, reason string) bool {
-	return reason == reasonBusy && e.inflight.pool.Fast(h.delivery().SubscriptionID)
+	return reason == reasonBusy && e.inflight.pool.Freeing(h.delivery().SubscriptionID) && e.shortBusy.take(h.now)
+}
+
+// shortNaks is a replica's budget of short busy waits: at most most per
+// window (ParkAfter, the longest one lasts), so no more than twice most
+// hold a MaxAckPending slot at any moment.
+type shortNaks struct {
+	window time.Duration
+	most   int
+
+	mu    sync.Mutex
+	start time.Time
+	n     int
+}
+
+// take counts one more short wait at now, or reports false when the
+// window's budget is spent.
+func (b *shortNaks) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.start) >= b.window {
+		b.start, b.n = now, 0
+	}
+	if b.n >= b.most {
+		return false
+	}
+	b.n++
+	return true
 }
 
 // scheduleEnd is when the delivery's retry schedule would have ended had

@@ -124,6 +124,9 @@ type endpoint struct {
 	nextFree  time.Time     // when the last delivery turned away can expect a slot
 	firstSend time.Time     // before the first answer: when the oldest running send started
 	lastUsed  time.Time
+	answered  time.Time // when a send of it last ended with an answer (Release, not Dropped)
+	// sendingSince is when its sends last went from none running to one.
+	sendingSince time.Time
 }
 
 func (e *endpoint) busy() bool { return e.inflight+e.waiting > 0 }
@@ -275,8 +278,12 @@ func (p *Pool) comeBack(e *endpoint, now time.Time) time.Time {
 func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
 	switch {
 	case p.fast(e):
+		// As many as its sends serve within FastAnswer, but never so many
+		// that the workers left for every other endpoint fall below the
+		// reserve: waiting workers do not count as busy when the engine
+		// sizes its pool, so they would not make it grow for the others.
 		served := float64(p.capacity(e)) * float64(p.cfg.FastAnswer) / float64(e.limit.Latency())
-		return e.waiting < max(e.inflight, int(served))
+		return e.waiting < max(e.inflight, int(served)) && e.waiting+e.inflight < p.workers-p.reserve()
 	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
 		return e.waiting+e.inflight < p.workers-p.reserve()
 	}
@@ -327,6 +334,9 @@ func (p *Pool) take(e *endpoint, now time.Time) bool {
 	}
 	if e.inflight == 0 && e.limit.Latency() == 0 {
 		e.firstSend = now // no send has ended yet: this one is the oldest running
+	}
+	if e.inflight == 0 {
+		e.sendingSince = now
 	}
 	e.inflight++
 	p.inflight++
@@ -382,6 +392,9 @@ func (p *Pool) Release(id string, latency time.Duration, r Result) {
 	if r != NotSent {
 		e.limit.Update(Sample{Latency: latency, Dropped: r == Dropped, InFlight: e.inflight, At: now})
 	}
+	if r == Healthy {
+		e.answered = now
+	}
 	e.inflight--
 	p.inflight--
 	e.lastUsed = now
@@ -392,6 +405,24 @@ func (p *Pool) Release(id string, latency time.Duration, r Result) {
 		close(e.wake)
 		e.wake = make(chan struct{})
 	}
+}
+
+// Freeing reports whether endpoint id answers fast (Fast) and is freeing
+// slots now: one of its sends ended with an answer within the last
+// FastAnswer, or its sends began running (from none) less than FastAnswer
+// ago, too recently to tell. An endpoint that answered fast and then
+// stopped answering (a black hole, a backend behind it gone) keeps its
+// fast latency until its sends time out, which Freeing does not take for
+// a slot about to free.
+func (p *Pool) Freeing(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	if e == nil || !p.fast(e) {
+		return false
+	}
+	now := p.cfg.Now()
+	return now.Sub(e.answered) < p.cfg.FastAnswer || e.inflight > 0 && now.Sub(e.sendingSince) < p.cfg.FastAnswer
 }
 
 // Fast reports whether endpoint id is known to answer within FastAnswer:

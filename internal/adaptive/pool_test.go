@@ -262,3 +262,78 @@ func TestPool_ADeliveryTurnedAwayBehindOthersComesBackAfterThemLikeARefusedOne(t
 		t.Fatalf("refused at the limit: back at %s; turned away behind it: back at %s; want later, by about one send time", refused, behind)
 	}
 }
+
+// Freeing is Fast with an answer within the last FastAnswer: an endpoint
+// that answered fast and then stopped answering keeps its fast latency
+// until its sends time out, but no slot of it is about to free. An
+// overloaded answer (Dropped) is not an answer here.
+func TestPool_FreeingNeedsAFastAnswerWithinFastAnswer(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p := NewPool(PoolConfig{Workers: 8, FastAnswer: 100 * time.Millisecond, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	if p.Freeing("a") {
+		t.Fatal("an endpoint never sent to is freeing slots")
+	}
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("first send refused")
+	}
+	p.Release("a", 5*time.Millisecond, Healthy)
+	if !p.Fast("a") || !p.Freeing("a") {
+		t.Fatalf("right after a 5 ms answer: Fast %v, Freeing %v; want both", p.Fast("a"), p.Freeing("a"))
+	}
+	now = now.Add(150 * time.Millisecond)
+	if p.Freeing("a") {
+		t.Error("idle for 150 ms: freeing slots")
+	}
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("send refused")
+	}
+	if !p.Freeing("a") {
+		t.Error("a send just begun: not freeing (too soon to tell)")
+	}
+	now = now.Add(150 * time.Millisecond) // that send hangs
+	if !p.Fast("a") || p.Freeing("a") {
+		t.Errorf("a send running 150 ms, no answer: Fast %v, Freeing %v; want fast but not freeing", p.Fast("a"), p.Freeing("a"))
+	}
+	p.Release("a", 5*time.Millisecond, Dropped)
+	if p.Freeing("a") {
+		t.Error("an overloaded answer counted as a slot freeing")
+	}
+}
+
+// However fast an endpoint, the workers waiting for its slots leave the
+// reserve to the others (the engine does not count waiting workers busy,
+// so they would not make the pool grow for anyone else).
+func TestPool_FastEndpointsWaitersLeaveTheReserve(t *testing.T) {
+	p := NewPool(PoolConfig{Workers: 8, Max: 1, FastAnswer: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("first send refused")
+	}
+	p.Release("a", time.Millisecond, Healthy) // serves a minute's worth of waiters
+	if ok, _ := p.Acquire(ctx, "a"); !ok {
+		t.Fatal("second send refused")
+	}
+	// 8 workers, reserve 1, one sending: at most 6 may wait.
+	const asking = 10
+	refused := make(chan bool, asking)
+	for range asking {
+		go func() {
+			ok, _ := p.Acquire(ctx, "a")
+			refused <- !ok
+		}()
+	}
+	for range asking - 6 {
+		if !<-refused {
+			t.Fatal("a send got a slot of an endpoint at its limit")
+		}
+	}
+	if n := p.Waiting(); n != 6 {
+		t.Errorf("Waiting = %d, want 6 (8 workers less the reserve and the one sending)", n)
+	}
+	cancel() // the waiters give up
+	for range 6 {
+		<-refused
+	}
+}
