@@ -278,12 +278,8 @@ func (p *Pool) comeBack(e *endpoint, now time.Time) time.Time {
 func (p *Pool) mayWait(e *endpoint, now time.Time) bool {
 	switch {
 	case p.fast(e):
-		// As many as its sends serve within FastAnswer, but never so many
-		// that the workers left for every other endpoint fall below the
-		// reserve: waiting workers do not count as busy when the engine
-		// sizes its pool, so they would not make it grow for the others.
 		served := float64(p.capacity(e)) * float64(p.cfg.FastAnswer) / float64(e.limit.Latency())
-		return e.waiting < max(e.inflight, int(served)) && e.waiting+e.inflight < p.workers-p.reserve()
+		return e.waiting < max(e.inflight, int(served))
 	case e.limit.Latency() == 0 && now.Sub(e.firstSend) < p.cfg.FastAnswer:
 		return e.waiting+e.inflight < p.workers-p.reserve()
 	}
