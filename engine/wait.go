@@ -44,8 +44,9 @@ import (
 // reported like every put-off. Two bounds keep these naks from holding the
 // consumer's MaxAckPending slots the way the rule above forbids: the
 // subscription must be freeing slots now (adaptive.Pool.Freeing: an answer
-// within FastAnswer, so an endpoint that answered fast and then stopped
-// answering is put off as before), and a replica issues at most
+// within FastAnswer, or sends begun less than FastAnswer ago, so an
+// endpoint that answered fast and then stopped answering is put off as
+// before), and a replica issues at most
 // MaxAckPending/parkShare of them per ParkAfter, the longest any of them
 // lasts (shortNaks), as it parks at most that many.
 func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
@@ -59,7 +60,7 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	if w <= 0 {
 		return nakAfter(0)
 	}
-	if (reason == reasonRetry || reason == reasonEarly || e.shortBusyWait(h, reason)) && w <= e.cfg.ParkAfter && h.line == nil {
+	if w <= e.cfg.ParkAfter && h.line == nil && (reason == reasonRetry || reason == reasonEarly || e.shortBusyWait(h, reason)) {
 		e.reportWait(h, reason, until)
 		return shortNak(w)
 	}
