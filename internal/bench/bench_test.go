@@ -58,7 +58,7 @@ func TestBench_IsolationScenarioWritesItsDocument(t *testing.T) {
 // whether the target was met beside each bad endpoint.
 func TestBench_BacklogScenarioWritesItsSectionOfTheIsolationDocument(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts redis-server and an embedded JetStream three times")
+		t.Skip("starts redis-server and an embedded JetStream four times a round")
 	}
 	out := filepath.Join(t.TempDir(), "isolation.md")
 	const before, after = "# Isolation\n\n## Result\n\nkept\n\n", "## How jetrelay keeps one bad endpoint from slowing the others\n\nkept too\n"
@@ -75,6 +75,10 @@ func TestBench_BacklogScenarioWritesItsSectionOfTheIsolationDocument(t *testing.
 		regexp.MustCompile(`\| beside a black hole \| 50 / 50 \| .* \| ≥ 0\.90 \(median\): \*\*(met|missed)\*\* \|`),
 		regexp.MustCompile(`\| beside an endpoint answering 503 \| 50 / 50 \| .* \| ≥ 0\.90 \(median\): \*\*(met|missed)\*\* \|`),
 		regexp.MustCompile(`\| beside a black hole \| [1-9][0-9]* \|`), // the black hole was sent to
+		// The floor's deliveries were final before the start: none sent.
+		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 50 / 50 \| .* \| none: the bound of the two above \(median \d\.\d{3}\) \|`),
+		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 0 \| 0 \| none \|`),
+		regexp.MustCompile(`The floor \(deliveries that need nothing but their intake\): median ratio \d\.\d{3}`),
 		regexp.MustCompile(`request timeout 2s`),
 	} {
 		if !want.MatchString(doc) {
