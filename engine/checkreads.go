@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -29,6 +31,7 @@ const checkReadTimeout = 5 * time.Second
 // held-checks.
 type checkReads struct {
 	read func(ctx context.Context, sub string) (*jetstream.RawStreamMsg, bool)
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	lines map[string]*checkReadLine
@@ -49,8 +52,8 @@ type checkRead struct {
 	ok     bool
 }
 
-func newCheckReads(read func(context.Context, string) (*jetstream.RawStreamMsg, bool)) *checkReads {
-	return &checkReads{read: read, lines: map[string]*checkReadLine{}}
+func newCheckReads(read func(context.Context, string) (*jetstream.RawStreamMsg, bool), log *slog.Logger) *checkReads {
+	return &checkReads{read: read, log: log, lines: map[string]*checkReadLine{}}
 }
 
 // get returns sub's pending held-check as a read that began after get was
@@ -88,9 +91,7 @@ func (c *checkReads) get(ctx context.Context, sub string) (*jetstream.RawStreamM
 func (c *checkReads) run(ctx context.Context, sub string, r *checkRead) {
 	ctx = context.WithoutCancel(ctx)
 	for r != nil {
-		rctx, cancel := context.WithTimeout(ctx, checkReadTimeout)
-		r.msg, r.ok = c.read(rctx, sub)
-		cancel()
+		r.msg, r.ok = c.readOnce(ctx, sub)
 		// The line is settled before the answer is out: a hold that got
 		// it and asks again finds the next read or none, never this one.
 		c.mu.Lock()
@@ -104,4 +105,21 @@ func (c *checkReads) run(ctx context.Context, sub string, r *checkRead) {
 		close(r.done)
 		r = next
 	}
+}
+
+// readOnce is one read, bounded by checkReadTimeout. It runs in a
+// goroutine of its own, where no worker's recover (safeProcess) reaches:
+// a panic in it would end the process, so it is the read's answer
+// instead, "could not be read", on which a hold publishes a check of its
+// own, the safe side.
+func (c *checkReads) readOnce(ctx context.Context, sub string) (msg *jetstream.RawStreamMsg, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("reading a held-check panicked; the holds waiting for it schedule one of their own", "subscription_id", sub, "panic", fmt.Sprint(r))
+			msg, ok = nil, false
+		}
+	}()
+	rctx, cancel := context.WithTimeout(ctx, checkReadTimeout)
+	defer cancel()
+	return c.read(rctx, sub)
 }

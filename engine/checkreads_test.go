@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +34,7 @@ func TestCheckReads_HoldsAskingDuringAReadShareTheNextOneAndNeverTakeAnEarlierAn
 			<-release
 		}
 		return &jetstream.RawStreamMsg{Sequence: uint64(n)}, true
-	})
+	}, slog.New(slog.DiscardHandler))
 
 	first := make(chan uint64, 1)
 	go func() {
@@ -112,5 +115,36 @@ func TestShortNaks_AtMostMostPerWindow(t *testing.T) {
 	}
 	if !b.take(t0.Add(time.Second)) {
 		t.Error("a wait in the next window was refused")
+	}
+}
+
+// The shared read runs in a goroutine of its own, out of any worker's
+// recover: a panic in it (in the NATS client, say) is the read's "could
+// not be read", logged, on which the holds publish a check of their own.
+// The process goes on, and the subscription's next read is made afresh.
+func TestCheckReads_AReadThatPanicsAnswersUnreadAndTheNextReadWorks(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	reads := 0
+	c := newCheckReads(func(context.Context, string) (*jetstream.RawStreamMsg, bool) {
+		mu.Lock()
+		reads++
+		n := reads
+		mu.Unlock()
+		if n == 1 {
+			panic("message get blew up")
+		}
+		return &jetstream.RawStreamMsg{Sequence: 7}, true
+	}, slog.New(slog.NewTextHandler(&logs, nil)))
+
+	if m, ok := c.get(ctx, "sub"); ok || m != nil {
+		t.Fatalf("a read that panicked answered %v, %v; want none", m, ok)
+	}
+	if !strings.Contains(logs.String(), "reading a held-check panicked") || !strings.Contains(logs.String(), "message get blew up") {
+		t.Errorf("the panic was not logged:\n%s", logs.String())
+	}
+	if m, ok := c.get(ctx, "sub"); !ok || m.Sequence != 7 {
+		t.Fatalf("the read after the panic answered %v, %v; want message 7", m, ok)
 	}
 }

@@ -234,7 +234,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
-	e.checks = newCheckReads(e.readPendingCheck)
+	e.checks = newCheckReads(e.readPendingCheck, e.log)
 	e.shortBusy = &shortNaks{window: cfg.ParkAfter, most: max(1, cfg.Queue.MaxAckPending/parkShare)}
 	e.inflight.freed = e.busy.freed
 	e.alive = newKeepAlive(cfg.Queue.AckWait / 4)
