@@ -101,27 +101,43 @@ func (c *relayChild) stop(within time.Duration) {
 // every Linux architecture Go supports).
 const userHZ = 100
 
-// usage is the running process's CPU time (user + system, all threads)
-// and peak resident set (VmHWM) so far.
-func (c *relayChild) usage() (cpu time.Duration, peakRSS int64, err error) {
+// childUsage is what /proc says of the running process.
+type childUsage struct {
+	cpu     time.Duration // user + system, all threads
+	peakRSS int64         // VmHWM: the peak resident set so far
+	// rssFile is the file-backed part of the resident set now (RssFile):
+	// the pages of the jetrelay binary (its code and read-only data) the
+	// kernel mapped in. It only grows as more of the binary runs, so at
+	// the end it is about its part of the peak.
+	rssFile int64
+}
+
+// usage reads the running process's childUsage.
+func (c *relayChild) usage() (childUsage, error) {
 	dir := "/proc/" + strconv.Itoa(c.cmd.Process.Pid)
 	raw, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return childUsage{}, err
 	}
-	cpu, err = statCPU(string(raw))
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s/stat: %w", dir, err)
+	var u childUsage
+	if u.cpu, err = statCPU(string(raw)); err != nil {
+		return childUsage{}, fmt.Errorf("%s/stat: %w", dir, err)
 	}
-	hwm, err := procField(dir+"/status", "VmHWM")
-	if err != nil {
-		return 0, 0, err
+	for _, f := range []struct {
+		name string
+		into *int64
+	}{{"VmHWM", &u.peakRSS}, {"RssFile", &u.rssFile}} {
+		v, err := procField(dir+"/status", f.name)
+		if err != nil {
+			return childUsage{}, err
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(v, "%d kB", &kb); err != nil {
+			return childUsage{}, fmt.Errorf("%s/status: %s %q: %w", dir, f.name, v, err)
+		}
+		*f.into = kb << 10
 	}
-	var kb int64
-	if _, err := fmt.Sscanf(hwm, "%d kB", &kb); err != nil {
-		return 0, 0, fmt.Errorf("%s/status: VmHWM %q: %w", dir, hwm, err)
-	}
-	return cpu, kb << 10, nil
+	return u, nil
 }
 
 // statCPU is the user + system CPU time (all threads) in the text of a

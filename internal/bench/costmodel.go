@@ -150,10 +150,11 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 	if err != nil {
 		return nil, err
 	}
-	relay, _, err := env.child.usage()
+	ru, err := env.child.usage()
 	if err != nil {
 		return nil, err
 	}
+	relay := ru.cpu
 	r1, err := procCPU(redisPID)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ type perfResult struct {
 	peakRSS             int64
 	rssLifetime         bool // VmHWM could not be reset: the process's lifetime peak
 	child               bool // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
+	rssFile             int64 // a separate process's file-backed resident set (its binary's pages) at the end
 	replicas, workers   int
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
 	receiptRate         float64 // deliveries/s between the receiver's first and last receipt: the steady rate, without start-up
@@ -283,7 +284,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		}
 	}
 	if env.child != nil {
-		cpu, rss, err := env.child.usage()
+		u, err := env.child.usage()
 		if err != nil {
 			select {
 			case <-env.childExited():
@@ -292,7 +293,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 				return nil, fmt.Errorf("reading the jetrelay process's usage: %w", err)
 			}
 		}
-		res.child, res.cpu, res.peakRSS = true, res.cpu+cpu, rss
+		res.child, res.cpu, res.peakRSS, res.rssFile = true, res.cpu+u.cpu, u.peakRSS, u.rssFile
 	} else {
 		res.peakRSS, res.rssLifetime = peakRSS(), lifetime
 	}
