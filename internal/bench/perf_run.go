@@ -46,8 +46,8 @@ type perfResult struct {
 	p50, p95, p99, max  time.Duration
 	cpu, redisCPU, wall time.Duration // this process's and redis-server's CPU over wall
 	peakRSS             int64
-	rssLifetime         bool // VmHWM could not be reset: the process's lifetime peak
-	child               bool // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
+	rssLifetime         bool  // VmHWM could not be reset: the process's lifetime peak
+	child               bool  // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
 	rssFile             int64 // a separate process's file-backed resident set (its binary's pages) at the end
 	replicas, workers   int
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
