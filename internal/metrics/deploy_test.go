@@ -59,6 +59,7 @@ func exposedNames(t *testing.T) map[string]bool {
 	m.WatchLimits(func() []engine.SubscriptionLimit { return nil })
 	m.WatchWork(func() engine.WorkStats { return engine.WorkStats{New: 2, Back: 1} })
 	m.WatchParks(func() engine.ParkStats { return engine.ParkStats{Parked: 1, Parks: 2} })
+	m.WatchPool(func() engine.PoolStats { return engine.PoolStats{Workers: 64, Busy: 1, Max: 4096} })
 	m.WatchReadiness(map[string]mgmt.Check{"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	l := engine.Labels{EventType: "budget.exhausted"}
 	m.Sending(l)

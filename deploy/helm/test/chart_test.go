@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -253,6 +254,16 @@ func checkPod(t *testing.T, sts *appsv1.StatefulSet) {
 	}
 	if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
 		t.Errorf("pod security context %+v, want runAsNonRoot", spec.SecurityContext)
+	}
+	// The worker pool follows demand, as `jetrelay run`'s defaults have it:
+	// a floor below the cap. A floor at or above the cap is a fixed pool,
+	// which leaves a replica idle behind slow receivers (issue 22).
+	e := env(c)
+	floor, errFloor := strconv.Atoi(e["JETRELAY_MIN_WORKERS"].Value)
+	limit, errCap := strconv.Atoi(e["JETRELAY_WORKERS"].Value)
+	if errFloor != nil || errCap != nil || floor != 64 || limit != 4096 {
+		t.Errorf("JETRELAY_MIN_WORKERS %q, JETRELAY_WORKERS %q: want the elastic pool of jetrelay run's defaults, 64 growing to 4096",
+			e["JETRELAY_MIN_WORKERS"].Value, e["JETRELAY_WORKERS"].Value)
 	}
 }
 
