@@ -6,7 +6,8 @@ package bench
 const isolationMechanisms = `
 ## How jetrelay keeps one bad endpoint from slowing the others
 
-Every replica runs a fixed pool of workers (` + "`JETRELAY_WORKERS`" + `) fed by one
+Every replica runs a pool of workers that follows demand (from
+` + "`JETRELAY_MIN_WORKERS`" + ` toward ` + "`JETRELAY_WORKERS`" + `, docs/operations.md), fed by one
 JetStream consumer whose ` + "`MaxAckPending`" + ` bounds the work items out at once
 (being sent, or waiting in a delayed nak). A bad endpoint can hurt the others
 only by taking workers or ack-pending slots away from them, or by making
