@@ -218,6 +218,9 @@ func TestChart_EmbeddedDefaultIsOneReplicaWithItsStoreOnAVolume(t *testing.T) {
 	if e["JETRELAY_DATA_DIR"].Value != "/data" || c.VolumeMounts[0].MountPath != "/data" {
 		t.Errorf("data dir %q mounted at %q, want /data on the claim", e["JETRELAY_DATA_DIR"].Value, c.VolumeMounts[0].MountPath)
 	}
+	if pending, _ := strconv.Atoi(e["JETRELAY_MAX_ACK_PENDING"].Value); pending < heldAtBusiest(t, c) {
+		t.Errorf("JETRELAY_MAX_ACK_PENDING %d below what the one replica holds at its busiest (%d)", pending, heldAtBusiest(t, c))
+	}
 	checkPod(t, sts)
 	pdb := objs.get(t, "PodDisruptionBudget", "jetrelay").(*policyv1.PodDisruptionBudget)
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
@@ -265,6 +268,28 @@ func checkPod(t *testing.T, sts *appsv1.StatefulSet) {
 		t.Errorf("JETRELAY_MIN_WORKERS %q, JETRELAY_WORKERS %q: want the elastic pool of jetrelay run's defaults, 64 growing to 4096",
 			e["JETRELAY_MIN_WORKERS"].Value, e["JETRELAY_WORKERS"].Value)
 	}
+	// jetrelay refuses to start with MaxAckPending below its workers.
+	if pending, err := strconv.Atoi(e["JETRELAY_MAX_ACK_PENDING"].Value); err != nil || pending < limit {
+		t.Errorf("JETRELAY_MAX_ACK_PENDING %q, want at least JETRELAY_WORKERS (%d)", e["JETRELAY_MAX_ACK_PENDING"].Value, limit)
+	}
+}
+
+// heldAtBusiest is what one replica may hold against the shared consumer's
+// MaxAckPending at its busiest (docs/operations.md, Sizing): its pool at
+// the most the memory budget allows (3/4 of the memory limit, half of it
+// at 64 KiB a worker) and up to 6 x min(workers, 512) buffered items.
+func heldAtBusiest(t *testing.T, c corev1.Container) int {
+	t.Helper()
+	workers, err := strconv.Atoi(env(c)["JETRELAY_WORKERS"].Value)
+	if err != nil {
+		t.Fatalf("JETRELAY_WORKERS: %v", err)
+	}
+	limit := c.Resources.Limits.Memory().Value()
+	if limit <= 0 {
+		t.Fatalf("no memory limit: the pool's memory budget would not follow the pod")
+	}
+	pool := min(workers, int(limit*3/4/2/(64<<10)))
+	return pool + 6*min(workers, 512)
 }
 
 func TestChart_ClusterShapeScalesOnTheBacklogWithMonitoring(t *testing.T) {
@@ -285,6 +310,15 @@ func TestChart_ClusterShapeScalesOnTheBacklogWithMonitoring(t *testing.T) {
 	}
 	checkPod(t, sts)
 	so := objs.get(t, "ScaledObject", "jetrelay").(*scaledObject)
+	// Every replica shares one consumer: its MaxAckPending must cover what
+	// all of them hold at their busiest, or slow receivers on some
+	// replicas stop JetStream handing out work to all.
+	c := sts.Spec.Template.Spec.Containers[0]
+	pending, _ := strconv.Atoi(e["JETRELAY_MAX_ACK_PENDING"].Value)
+	if need := so.Spec.MaxReplicaCount * heldAtBusiest(t, c); pending < need {
+		t.Errorf("JETRELAY_MAX_ACK_PENDING %d, want at least %d: %d replicas holding %d items each at their busiest",
+			pending, need, so.Spec.MaxReplicaCount, heldAtBusiest(t, c))
+	}
 	tr := so.Spec.Triggers[0]
 	if so.Spec.ScaleTargetRef.Kind != "StatefulSet" || tr.Type != "nats-jetstream" || tr.Metadata["stream"] != "JETRELAY_DISPATCH" || tr.Metadata["consumer"] != "jetrelay-engine" || tr.Metadata["lagThreshold"] == "" {
 		t.Errorf("ScaledObject %+v, want the nats-jetstream scaler on the dispatch consumer's lag", so.Spec)
@@ -338,9 +372,10 @@ func TestChart_HPAKindScalesOnJetrelaysBacklogGauge(t *testing.T) {
 
 func TestChart_RefusesSeveralEmbeddedReplicas(t *testing.T) {
 	for name, set := range map[string]map[string]any{
-		"three replicas":   {"replicaCount": 3},
-		"autoscaling":      {"autoscaling.enabled": true},
-		"no key, no plain": {"webhookSecret.encryptionKeySecret.name": ""},
+		"three replicas":                {"replicaCount": 3},
+		"autoscaling":                   {"autoscaling.enabled": true},
+		"no key, no plain":              {"webhookSecret.encryptionKeySecret.name": ""},
+		"ack-pending below the workers": {"maxAckPending": 1000},
 	} {
 		_, err := render(t, nil, set)
 		if err == nil {

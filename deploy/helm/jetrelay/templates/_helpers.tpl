@@ -41,6 +41,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if not (has .Values.role (list "all" "bridge" "engine")) -}}
 {{- fail "role must be all, bridge or engine" -}}
 {{- end -}}
+{{- if lt (int .Values.maxAckPending) (int .Values.workers) -}}
+{{- fail "maxAckPending (JETRELAY_MAX_ACK_PENDING) must be at least workers (JETRELAY_WORKERS): the shared consumer would hand out fewer items than one replica's pool may send at once" -}}
+{{- end -}}
 {{- if not (has .Values.autoscaling.kind (list "keda" "hpa")) -}}
 {{- fail "autoscaling.kind must be keda or hpa" -}}
 {{- end -}}
