@@ -124,6 +124,32 @@ func backlogRatios(cases []*backlogCase) []float64 {
 	return r
 }
 
+// cpuPerHealthy is the CPU (this process and redis-server) the case spent
+// per healthy delivery; 0 when none arrived.
+func (c *backlogCase) cpuPerHealthy() time.Duration {
+	if c.received == 0 {
+		return 0
+	}
+	return (c.cpu + c.redisCPU) / time.Duration(c.received)
+}
+
+// backlogCPURatios are a round's ratios of the alone case's CPU per
+// healthy delivery to each other case's, in backlogRatios' order: the
+// rate each case would keep if the drain were bound by CPU alone. They
+// are steadier than the rate ratios on a shared machine, where one short
+// drain's rate swings with whatever else runs.
+func backlogCPURatios(cases []*backlogCase) []float64 {
+	r := make([]float64, len(cases)-1)
+	if alone := cases[0].cpuPerHealthy(); alone > 0 {
+		for k, c := range cases[1:] {
+			if per := c.cpuPerHealthy(); per > 0 {
+				r[k] = float64(alone) / float64(per)
+			}
+		}
+	}
+	return r
+}
+
 // medianRound is the round whose two target ratios (black hole, 503) have
 // the median sum (the lower middle one for an even count): the one the
 // report's tables show.
@@ -257,9 +283,10 @@ func runBacklogCase(ctx context.Context, b *benchContext, o *backlogOptions, bad
 }
 
 // markDelivered sets every queued delivery of subscription sub to SUCCESS,
-// as if an earlier run had delivered it and its id were queued again (a
-// redrive, a recovered processing list): the engine reads it, finds it
-// final and acks its work item. It returns how many it marked.
+// as if an earlier run had delivered it and its work item came back (a
+// processing list recovered after the dedupe window): the engine reads
+// it, finds it final and acks its work item. It returns how many it
+// marked.
 func markDelivered(ctx context.Context, rdb *redis.Client, sub string) (int, error) {
 	ids, err := rdb.LRange(ctx, store.PendingList, 0, -1).Result()
 	if err != nil {
@@ -288,7 +315,7 @@ func markDelivered(ctx context.Context, rdb *redis.Client, sub string) (int, err
 			pipe.Set(ctx, keys[i], done, redis.KeepTTL)
 			n++
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, fmt.Errorf("mark deliveries delivered: %w", err)
 		}
 	}

@@ -78,7 +78,7 @@ func TestBench_BacklogScenarioWritesItsSectionOfTheIsolationDocument(t *testing.
 		// The floor's deliveries were final before the start: none sent.
 		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 50 / 50 \| .* \| none: the bound of the two above \(median \d\.\d{3}\) \|`),
 		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 0 \| 0 \| none \|`),
-		regexp.MustCompile(`The floor \(deliveries that need nothing but their intake\): median ratio \d\.\d{3}`),
+		regexp.MustCompile(`The floor \(deliveries that need nothing but their intake\): median ratio \d\.\d{3}, by CPU \d\.\d{3}`),
 		regexp.MustCompile(`request timeout 2s`),
 	} {
 		if !want.MatchString(doc) {
@@ -88,7 +88,7 @@ func TestBench_BacklogScenarioWritesItsSectionOfTheIsolationDocument(t *testing.
 	// The tables show the round whose two ratios have the median sum.
 	var sums []float64
 	var black []string
-	for _, m := range regexp.MustCompile(`round \d: \d+/s alone, (\d\.\d{3}) beside the black hole, (\d\.\d{3}) beside the 503 endpoint`).FindAllStringSubmatch(doc, -1) {
+	for _, m := range regexp.MustCompile(`round \d: \d+/s alone, (\d\.\d{3}) \(by CPU \d\.\d{3}\) beside the black hole, (\d\.\d{3}) \(\d\.\d{3}\) beside the 503 endpoint`).FindAllStringSubmatch(doc, -1) {
 		a, _ := strconv.ParseFloat(m[1], 64)
 		b, _ := strconv.ParseFloat(m[2], 64)
 		sums, black = append(sums, a+b), append(black, m[1])

@@ -105,10 +105,11 @@ const userHZ = 100
 type childUsage struct {
 	cpu     time.Duration // user + system, all threads
 	peakRSS int64         // VmHWM: the peak resident set so far
-	// rssFile is the file-backed part of the resident set now (RssFile):
-	// the pages of the jetrelay binary (its code and read-only data) the
-	// kernel mapped in. It only grows as more of the binary runs, so at
-	// the end it is about its part of the peak.
+	// rssFile is the file-backed part of the resident set now (RssFile,
+	// 0 when unknown): the pages of the jetrelay binary (its code and
+	// read-only data) the kernel mapped in. It grows as more of the
+	// binary runs (unless memory pressure reclaims pages), so the peak
+	// less it is at least the rest's part of the peak.
 	rssFile int64
 }
 
@@ -123,21 +124,25 @@ func (c *relayChild) usage() (childUsage, error) {
 	if u.cpu, err = statCPU(string(raw)); err != nil {
 		return childUsage{}, fmt.Errorf("%s/stat: %w", dir, err)
 	}
-	for _, f := range []struct {
-		name string
-		into *int64
-	}{{"VmHWM", &u.peakRSS}, {"RssFile", &u.rssFile}} {
-		v, err := procField(dir+"/status", f.name)
-		if err != nil {
-			return childUsage{}, err
-		}
-		var kb int64
-		if _, err := fmt.Sscanf(v, "%d kB", &kb); err != nil {
-			return childUsage{}, fmt.Errorf("%s/status: %s %q: %w", dir, f.name, v, err)
-		}
-		*f.into = kb << 10
+	if u.peakRSS, err = statusKB(dir, "VmHWM"); err != nil {
+		return childUsage{}, err
 	}
+	// RssFile only splits the figure (a kernel before 4.5 lacks it).
+	u.rssFile, _ = statusKB(dir, "RssFile")
 	return u, nil
+}
+
+// statusKB reads a "<n> kB" field of dir/status, in bytes.
+func statusKB(dir, name string) (int64, error) {
+	v, err := procField(dir+"/status", name)
+	if err != nil {
+		return 0, err
+	}
+	var kb int64
+	if _, err := fmt.Sscanf(v, "%d kB", &kb); err != nil {
+		return 0, fmt.Errorf("%s/status: %s %q: %w", dir, name, v, err)
+	}
+	return kb << 10, nil
 }
 
 // statCPU is the user + system CPU time (all threads) in the text of a

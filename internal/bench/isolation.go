@@ -151,7 +151,7 @@ type badResult struct {
 
 // engineSettings are the isolation knobs the phase ran with.
 type engineSettings struct {
-	workers, maxInFlight, breakerThreshold, maxAckPending int
+	workers, minWorkers, maxInFlight, breakerThreshold, maxAckPending int
 	breakerOpen, breakerMaxOpen, parkAfter, ackWait       time.Duration
 	connectTimeout, requestTimeout                        time.Duration
 }
@@ -279,7 +279,7 @@ func settingsOf(env *benchEnv) engineSettings {
 		inflight = c.Workers // no bound but the pool, the engine's default
 	}
 	return engineSettings{
-		workers: c.Workers, maxInFlight: inflight, breakerThreshold: c.BreakerThreshold, maxAckPending: c.MaxAckPending,
+		workers: c.Workers, minWorkers: min(c.MinWorkers, c.Workers), maxInFlight: inflight, breakerThreshold: c.BreakerThreshold, maxAckPending: c.MaxAckPending,
 		breakerOpen: c.BreakerOpenFor, breakerMaxOpen: c.BreakerMaxOpenFor, parkAfter: c.ParkAfter, ackWait: c.AckWait,
 		connectTimeout: setting(c.Getenv(webhook.SettingConnectTimeout)), requestTimeout: setting(c.Getenv(webhook.SettingRequestTimeout)),
 	}
@@ -471,4 +471,13 @@ func ms(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 	}
+}
+
+// pool says how the worker pool was set: elastic from its floor to its cap,
+// or fixed.
+func (s engineSettings) pool() string {
+	if s.minWorkers > 0 && s.minWorkers < s.workers {
+		return fmt.Sprintf("a worker pool growing from %d to %d workers", s.minWorkers, s.workers)
+	}
+	return fmt.Sprintf("a fixed pool of %d workers", s.workers)
 }

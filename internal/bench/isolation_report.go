@@ -56,10 +56,10 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 	}
 
 	s := b.settings
-	settings := fmt.Sprintf("Engine settings (`jetrelay run`'s defaults unless a JETRELAY_* variable was set): %d workers, "+
+	settings := fmt.Sprintf("Engine settings (`jetrelay run`'s defaults unless a JETRELAY_* variable was set): %s, "+
 		"adaptive per-subscription in-flight limits bounded by %d, breaker opens after %d consecutive failed attempts for %s (doubling up to %s), "+
 		"retry waits longer than %s and every put-off as JetStream message schedules, MaxAckPending %d, AckWait %s, connect timeout %s, request timeout %s.",
-		s.workers, s.maxInFlight, s.breakerThreshold, s.breakerOpen, s.breakerMaxOpen, s.parkAfter, s.maxAckPending, s.ackWait, s.connectTimeout, s.requestTimeout)
+		s.pool(), s.maxInFlight, s.breakerThreshold, s.breakerOpen, s.breakerMaxOpen, s.parkAfter, s.maxAckPending, s.ackWait, s.connectTimeout, s.requestTimeout)
 
 	summary := "## Healthy subscriptions\n\n" + t.String() + "\n## Bad subscriptions (phase B)\n\n" + bad.String() + "\n" + settings + "\n" + warningLines(a, b)
 

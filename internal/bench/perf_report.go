@@ -403,7 +403,7 @@ func rssSplit(q *perfResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%.0f MiB of it file-backed: the pages of the jetrelay binary, its code and read-only data, that the kernel mapped in as they ran, "+
-		"RssFile at the end, the same whatever is queued; %.0f MiB the heap and the runtime's)", float64(q.rssFile)/(1<<20), float64(q.peakRSS-q.rssFile)/(1<<20))
+		"RssFile at the end, the same whatever is queued; at least %.0f MiB the heap and the runtime's)", float64(q.rssFile)/(1<<20), float64(q.peakRSS-q.rssFile)/(1<<20))
 }
 
 // rssBound says what the queued case's peak RSS is made of.

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// backlogRound builds one round's four cases from the healthy rate and
+// the CPU per healthy delivery of each (alone, black hole, 503, floor).
+func backlogRound(rates [4]float64, cpuPer [4]time.Duration) []*backlogCase {
+	const received = 5000
+	var cases []*backlogCase
+	for i, bad := range backlogCases {
+		cases = append(cases, &backlogCase{
+			bad: bad, received: received, rate: rates[i],
+			drain: time.Duration(float64(received) / rates[i] * float64(time.Second)),
+			cpu:   cpuPer[i] * received * 7 / 8, redisCPU: cpuPer[i] * received / 8,
+		})
+	}
+	return cases
+}
+
+// The report gives every round's rate and CPU ratios, shows the round
+// whose two target ratios have the median sum, judges each target on its
+// own median, and calls the floor a bound of the target only when its
+// medians by rate and by CPU are both below it.
+func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowIt(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	rounds := [][]*backlogCase{
+		backlogRound([4]float64{8000, 4800, 4000, 8800}, [4]time.Duration{us(200), us(320), us(400), us(250)}), // floor's rate above 1 (noise)
+		backlogRound([4]float64{8000, 5200, 5600, 6400}, [4]time.Duration{us(200), us(300), us(310), us(250)}), // the median round
+		backlogRound([4]float64{8000, 6400, 6400, 3200}, [4]time.Duration{us(200), us(300), us(300), us(260)}), // floor's rate below the others (noise)
+	}
+	o := &backlogOptions{deliveries: 5000}
+	doc := backlogReport(o, rounds).doc
+	for _, want := range []string{
+		"round 1: 8000/s alone, 0.600 (by CPU 0.625) beside the black hole, 0.500 (0.500) beside the 503 endpoint, 1.100 (0.800) beside the floor",
+		"| beside a black hole | 5000 / 5000 | 961.5 ms | 5200 | 0.650 | ≥ 0.90 (median): **missed** |",
+		"beside a black hole **missed** (median ratio 0.650 over 3 rounds)",
+		"beside an endpoint answering 503 **missed** (median ratio 0.700 over 3 rounds)",
+		"| beside a backlog already delivered (the floor) | 5000 / 5000 | 781.2 ms | 6400 | 0.800 | none: the bound of the two above (median 0.800) |",
+		"The floor (deliveries that need nothing but their intake): median ratio 0.800, by CPU 0.800, both below 0.90",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+
+	// A floor whose CPU says the target is within reach is not called a
+	// bound, whatever one drain's rate said.
+	for _, r := range rounds {
+		r[3].cpu, r[3].redisCPU = us(210)*5000*7/8, us(210)*5000/8
+	}
+	doc = backlogReport(o, rounds).doc
+	if !strings.Contains(doc, "median ratio 0.800, by CPU 0.952.") || strings.Contains(doc, "both below") {
+		t.Errorf("a floor at 0.952 by CPU was called a bound of the target:\n%s", doc)
+	}
+}
