@@ -152,8 +152,8 @@ type badResult struct {
 // engineSettings are the isolation knobs the phase ran with.
 type engineSettings struct {
 	workers, minWorkers, maxInFlight, breakerThreshold, maxAckPending int
-	breakerOpen, breakerMaxOpen, parkAfter, ackWait       time.Duration
-	connectTimeout, requestTimeout                        time.Duration
+	breakerOpen, breakerMaxOpen, parkAfter, ackWait                   time.Duration
+	connectTimeout, requestTimeout                                    time.Duration
 }
 
 // badSub is a misbehaving subscription of phase B and its endpoint.
