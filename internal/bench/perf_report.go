@@ -179,7 +179,7 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 				slow.workers, o.slowDelay, slow.workers, o.slowDelay, limit, slow.throughput, 100*slow.throughput/limit, slow.cores(), slow.redisCores())
 		}
 		out = append(out, perfTarget{
-			what:     fmt.Sprintf("≥ %d× the sequential reference, receiver taking %s (%d workers)", targetSlowRatio, o.slowDelay, slow.workers),
+			what:     fmt.Sprintf("≥ %d× the sequential reference, receiver taking %s (%s)", targetSlowRatio, o.slowDelay, slow.pool()),
 			measured: fmt.Sprintf("%.0f/s vs %.1f/s = %.0f×", slow.throughput, refSlow.throughput, ratio),
 			met:      ratio >= targetSlowRatio, profileOf: slow, bound: bound,
 		})
@@ -351,7 +351,7 @@ func caseNotes(results []*perfResult) string {
 	var b strings.Builder
 	b.WriteString("\n### What each case did\n\n")
 	for i, r := range results {
-		fmt.Fprintf(&b, "%d. **%s**: %d workers × %d replica(s); measured over %s", i+1, r.title, r.workers, r.replicas, ms(r.span))
+		fmt.Fprintf(&b, "%d. **%s**: %s × %d replica(s); measured over %s", i+1, r.title, r.pool(), r.replicas, ms(r.span))
 		if r.enqueueRate > 0 {
 			fmt.Fprintf(&b, "; admin wrote %.0f deliveries/s", r.enqueueRate)
 		}
@@ -412,4 +412,13 @@ func rssBound(queued int) string {
 		"Besides the binary's pages, it holds the embedded JetStream server's caches of the 4 MiB stream blocks it reads and writes, its index of the %d queued messages "+
 		"and the ids it remembers for the 2-minute dedupe window, the engine's messages in flight (up to MaxAckPending), and the Go runtime's headroom above the "+
 		"live heap (GOGC: up to as much again)", queued)
+}
+
+// pool says how many workers a case ran with: an elastic pool's floor and
+// cap, or a fixed count.
+func (r *perfResult) pool() string {
+	if r.minWorkers > 0 && r.minWorkers < r.workers {
+		return fmt.Sprintf("a pool of %d to %d workers", r.minWorkers, r.workers)
+	}
+	return fmt.Sprintf("%d workers", r.workers)
 }

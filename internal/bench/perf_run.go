@@ -50,6 +50,7 @@ type perfResult struct {
 	child               bool  // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
 	rssFile             int64 // a separate process's file-backed resident set (its binary's pages) at the end
 	replicas, workers   int
+	minWorkers          int     // the elastic pool's floor (0: not jetrelay's pool); below workers, the pool grew from it toward workers
 	enqueueRate         float64 // deliveries/s admin wrote, 0 when not measured
 	receiptRate         float64 // deliveries/s between the receiver's first and last receipt: the steady rate, without start-up
 	emitLag             time.Duration
@@ -197,7 +198,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		return nil, err
 	}
 	res := &perfResult{id: c.id, title: c.title, kind: kindJetrelay, replicas: max(1, c.replicas), workers: env.cfg.Workers,
-		expected: c.events * f.perEvent, latency: !c.prequeue}
+		minWorkers: min(env.cfg.MinWorkers, env.cfg.Workers), expected: c.events * f.perEvent, latency: !c.prequeue}
 	writer, emitters := env.admin, p.o.emitters
 	if c.every > 0 {
 		// A fixed rate needs no batching from the writers, and a batch
