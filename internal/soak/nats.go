@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -144,22 +145,56 @@ func streamLeader(ctx context.Context, urls, stream string) (string, error) {
 	return info.Cluster.Leader, nil
 }
 
-// freePorts returns n distinct loopback ports nothing listens on now.
+// freePorts returns n distinct loopback ports nothing listens on now and
+// that no earlier call in this process returned. The kernel may hand a
+// port out again once its probe listener is closed: without the second
+// rule, the embedded replica's NATS port and its management port (picked
+// by separate calls) once came out the same, and the replica could not
+// start.
 func freePorts(n int) ([]int, error) {
+	return handedOut.pick(n, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+}
+
+// handedOut are the ports freePorts returned in this process.
+var handedOut = &portBook{used: map[int]bool{}}
+
+// portBook remembers the ports it handed out.
+type portBook struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// pick is freePorts over listen, which opens a probe listener on a port of
+// the kernel's choosing. Every probe stays open until the call returns, so
+// one call never sees a port twice; a port handed out before is skipped,
+// its probe kept open so that the next one gets another.
+func (b *portBook) pick(n int, listen func() (net.Listener, error)) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, l := range lns {
 			l.Close()
 		}
 	}()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("soak: no free port in %d tries", tries)
+		}
+		l, err := listen()
 		if err != nil {
 			return nil, fmt.Errorf("soak: free port: %w", err)
 		}
 		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if b.used[port] {
+			continue
+		}
+		ports = append(ports, port)
+	}
+	for _, p := range ports {
+		b.used[p] = true
 	}
 	return ports, nil
 }
