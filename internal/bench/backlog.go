@@ -292,32 +292,26 @@ func markDelivered(ctx context.Context, rdb *redis.Client, sub string) (int, err
 	if err != nil {
 		return 0, fmt.Errorf("read dispatch:pending: %w", err)
 	}
+	// Each SET keeps the record's TTL; one pipeline writes them all.
+	pipe := rdb.Pipeline()
 	n := 0
-	for chunk := range slices.Chunk(ids, 500) {
-		keys := make([]string, len(chunk))
-		for i, id := range chunk {
-			keys[i] = store.DeliveryKey(id)
+	err = eachDelivery(ctx, rdb, ids, func(id, raw string) error {
+		if gjson.Get(raw, "subscription_id").String() != sub {
+			return nil
 		}
-		vals, err := rdb.MGet(ctx, keys...).Result()
+		done, err := sjson.Set(raw, "status", string(proto.DeliverySuccess))
 		if err != nil {
-			return 0, fmt.Errorf("read deliveries: %w", err)
+			return fmt.Errorf("mark %s delivered: %w", id, err)
 		}
-		pipe := rdb.Pipeline()
-		for i, v := range vals {
-			raw, ok := v.(string)
-			if !ok || gjson.Get(raw, "subscription_id").String() != sub {
-				continue
-			}
-			done, err := sjson.Set(raw, "status", string(proto.DeliverySuccess))
-			if err != nil {
-				return 0, fmt.Errorf("mark %s delivered: %w", chunk[i], err)
-			}
-			pipe.Set(ctx, keys[i], done, redis.KeepTTL)
-			n++
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("mark deliveries delivered: %w", err)
-		}
+		pipe.Set(ctx, store.DeliveryKey(id), done, redis.KeepTTL)
+		n++
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("mark deliveries delivered: %w", err)
 	}
 	return n, nil
 }

@@ -155,6 +155,18 @@ func deliveryRecords(ctx context.Context, rdb *redis.Client, ids []string) ([]*p
 // as their records say (jetrelay_waiting).
 func parked(ctx context.Context, rdb *redis.Client, ids []string) (int, error) {
 	n := 0
+	err := eachDelivery(ctx, rdb, ids, func(_ string, raw string) error {
+		if d, err := proto.ParseDelivery([]byte(raw)); err == nil && !d.Status.Terminal() && d.Waiting != nil {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// eachDelivery calls fn with the stored record of each of ids that has
+// one, reading them in MGETs of 1000.
+func eachDelivery(ctx context.Context, rdb *redis.Client, ids []string, fn func(id, raw string) error) error {
 	for batch := range slices.Chunk(ids, 1000) {
 		keys := make([]string, len(batch))
 		for i, id := range batch {
@@ -162,14 +174,15 @@ func parked(ctx context.Context, rdb *redis.Client, ids []string) (int, error) {
 		}
 		vals, err := rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return 0, err
+			return fmt.Errorf("read deliveries: %w", err)
 		}
-		for _, v := range vals {
-			s, _ := v.(string)
-			if d, err := proto.ParseDelivery([]byte(s)); err == nil && !d.Status.Terminal() && d.Waiting != nil {
-				n++
+		for i, v := range vals {
+			if raw, ok := v.(string); ok {
+				if err := fn(batch[i], raw); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	return n, nil
+	return nil
 }
