@@ -45,9 +45,9 @@ type putOffReason struct {
 func (e *Engine) admit(ctx context.Context, sub string, now time.Time) (*admission, putOffReason, bool) {
 	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
-		// Come back about when a slot should be free again, at least
-		// BusyWaitMin from now.
-		return nil, putOffReason{later(back, now.Add(e.cfg.BusyWaitMin)), reasonBusy}, false
+		// Come back about when a slot should be free again (wait adds
+		// the floor of a busy put-off).
+		return nil, putOffReason{back, reasonBusy}, false
 	}
 	done, until, ok := e.breakers.admit(sub, now)
 	if !ok {

@@ -227,7 +227,7 @@ func (e *Engine) admitThrough(ctx context.Context, h *handling, lastChance bool)
 	sub := h.delivery().SubscriptionID
 	ok, back := e.inflight.acquire(ctx, sub)
 	if !ok {
-		return nil, putOffReason{later(back, h.now.Add(e.cfg.BusyWaitMin)), reasonBusy}, false
+		return nil, putOffReason{back, reasonBusy}, false
 	}
 	closeBreaker := e.breakers.lastChance(sub)
 	done := func(result error) {

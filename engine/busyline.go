@@ -339,7 +339,7 @@ func (e *Engine) waitBehind(h *handling, woke bool) (settlement, bool) {
 	case parked:
 		return parkedInLine(), true
 	case ahead:
-		return e.wait(h, later(e.inflight.pool.TurnAway(sub), h.now.Add(e.cfg.BusyWaitMin)), reasonBusy), true
+		return e.wait(h, e.inflight.pool.TurnAway(sub), reasonBusy), true
 	}
 	return settlement{}, false
 }

@@ -66,3 +66,53 @@ func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testi
 		t.Errorf("parked = %+v, want 3 (the two lines' first and the slow one's newcomer)", st)
 	}
 }
+
+// A delivery refused a slot comes back when its subscription's virtual
+// queue says if the subscription answers fast and frees slots now: its
+// wait is a short delayed nak, over within a send's time. Any other busy
+// wait (a subscription not known fast, an ordered line's item, a wait
+// longer than ParkAfter) is written, and waits BusyWaitMin at least: each
+// of its returns costs a record write and a wake-up.
+func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *testing.T) {
+	_, _, js := testenv.NATS(t)
+	e, err := New(testenv.Redis(t).Client, js, transport.NewRegistry(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pool := e.inflight.pool
+	if ok, _ := pool.Acquire(ctx, "fast"); !ok {
+		t.Fatal("first slot of fast refused")
+	}
+	pool.Release("fast", time.Millisecond, adaptive.Healthy) // answered fast just now: freeing slots
+	if ok, _ := pool.Acquire(ctx, "slow"); !ok {             // a send running, no answer yet
+		t.Fatal("first slot of slow refused")
+	}
+	handlingFor := func(sub string, ln *line) *handling {
+		d := &proto.Delivery{DeliveryID: "d-" + sub, SubscriptionID: sub, EventID: "e"}
+		return &handling{rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: e.log, line: ln}
+	}
+	floor := e.cfg.BusyWaitMin
+	for _, tc := range []struct {
+		name      string
+		h         *handling
+		in        time.Duration // back, from now
+		wantShort bool
+	}{
+		{"fast, due in 5ms", handlingFor("fast", nil), 5 * time.Millisecond, true},
+		{"fast, due past ParkAfter", handlingFor("fast", nil), e.cfg.ParkAfter + time.Second, false},
+		{"fast, an ordered line's item", handlingFor("fast", &line{}), 5 * time.Millisecond, false},
+		{"not known fast, due in 5ms", handlingFor("slow", nil), 5 * time.Millisecond, false},
+	} {
+		back := tc.h.now.Add(tc.in)
+		until, short := e.busyWait(tc.h, back)
+		switch {
+		case short != tc.wantShort:
+			t.Errorf("%s: short wait %v, want %v", tc.name, short, tc.wantShort)
+		case short && !until.Equal(back):
+			t.Errorf("%s: comes back %s after it was refused, want %s (its virtual queue's time)", tc.name, until.Sub(tc.h.now), tc.in)
+		case !short && until.Before(tc.h.now.Add(floor)):
+			t.Errorf("%s: a written busy wait comes back %s after it was refused, want BusyWaitMin (%s) at least", tc.name, until.Sub(tc.h.now), floor)
+		}
+	}
+}

@@ -308,7 +308,8 @@ func TestBusy_AFastSubscriptionsDeliveriesNeverPark(t *testing.T) {
 
 // A subscription that answers fast frees a slot within milliseconds: a
 // delivery it turns away waits as a delayed nak, with no wake-up stored
-// and no record write, and still goes out on its one attempt. (A slow
+// and no record write, for about a send's time (not BusyWaitMin, a written
+// put-off's floor), and still goes out on its one attempt. (A slow
 // subscription's put-offs past its wait line become wake-ups and are
 // written: TestBusy_ABacklogAtItsSubscriptionsLimitWaitsInMemoryAndGoesOutInOrder.)
 func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testing.T) {
@@ -322,6 +323,9 @@ func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testin
 		// Every such wait is shorter than this: none may become a
 		// wake-up for being long.
 		c.ParkAfter = time.Minute
+		// A turned-away delivery that waited this long would not be
+		// final within e.final's 20 s.
+		c.BusyWaitMin = time.Minute
 		c.Observer = putOffs
 	}})
 	sub, _, _ := e.subscribe(t, "/custom/fast-busy", func(int) int { time.Sleep(60 * time.Millisecond); return http.StatusOK }, nil)

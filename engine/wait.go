@@ -30,7 +30,7 @@ import (
 // why it waits and the schedule is stored (its PubAck), so a crash in
 // between leaves the item to be redelivered, never lost.
 //
-// A fast subscription's busy wait (shortBusyWait) is as short as a retry's
+// A fast subscription's busy wait (busyWait) is as short as a retry's
 // and stays a delayed nak too. A subscription that answers within
 // FastAnswer frees a slot within milliseconds, and its refused deliveries
 // come back spaced by its send time over its capacity: writing each one's
@@ -49,7 +49,20 @@ import (
 // before), and a replica issues at most
 // MaxAckPending/parkShare of them per ParkAfter, the longest any of them
 // lasts (shortNaks), as it parks at most that many.
+//
+// Only a busy wait that is written, or waits in an ordered line, comes
+// back BusyWaitMin from now at the earliest: each of its returns costs a
+// write and a wake-up. A fast subscription's short busy wait comes back
+// when its virtual queue says (adaptive.Pool.Acquire: its send time, then
+// spaced by its send time over its capacity). With that floor on them too,
+// the last deliveries refused a slot while a drain to ten fast receivers
+// saturated the CPU waited a whole second after everything else had gone
+// out: the drain took a fifth longer than the same backlog for one.
 func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
+	shortBusy := false
+	if reason == reasonBusy {
+		until, shortBusy = e.busyWait(h, until)
+	}
 	if s, ok := e.waitInLine(h, until, reason); ok {
 		return s
 	}
@@ -60,7 +73,7 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	if w <= 0 {
 		return nakAfter(0)
 	}
-	if w <= e.cfg.ParkAfter && h.line == nil && (reason == reasonRetry || reason == reasonEarly || e.shortBusyWait(h, reason)) {
+	if w <= e.cfg.ParkAfter && h.line == nil && (reason == reasonRetry || reason == reasonEarly || shortBusy) {
 		e.reportWait(h, reason, until)
 		return shortNak(w)
 	}
@@ -84,11 +97,17 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	return ack()
 }
 
-// shortBusyWait reports whether h's wait is a busy wait for a subscription
-// that answers fast and frees slots now, within this replica's budget of
-// such waits (see wait).
-func (e *Engine) shortBusyWait(h *handling, reason string) bool {
-	return reason == reasonBusy && e.inflight.pool.Freeing(h.delivery().SubscriptionID) && e.shortBusy.take(h.now)
+// busyWait is when h, refused a slot of its busy subscription and told to
+// come back at back, comes back, and whether it waits as a short delayed
+// nak (see wait): a fast subscription's wait within ParkAfter and this
+// replica's budget of such waits (spending one of it) comes back at back;
+// any other waits BusyWaitMin at least.
+func (e *Engine) busyWait(h *handling, back time.Time) (time.Time, bool) {
+	if h.line == nil && time.Until(back) <= e.cfg.ParkAfter &&
+		e.inflight.pool.Freeing(h.delivery().SubscriptionID) && e.shortBusy.take(h.now) {
+		return back, true
+	}
+	return later(back, h.now.Add(e.cfg.BusyWaitMin)), false
 }
 
 // shortNaks is a replica's budget of short busy waits: at most most per
