@@ -67,12 +67,14 @@ func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testi
 	}
 }
 
-// A delivery refused a slot comes back when its subscription's virtual
-// queue says if the subscription answers fast and frees slots now: its
-// wait is a short delayed nak, over within a send's time. Any other busy
-// wait (a subscription not known fast, an ordered line's item, a wait
-// longer than ParkAfter) is written, and waits BusyWaitMin at least: each
-// of its returns costs a record write and a wake-up.
+// A delivery refused a slot of a subscription that answers fast and frees
+// slots now waits as a short delayed nak: it comes back when the
+// subscription's virtual queue says, a worker's wait for such a slot
+// (fastAnswer) at the earliest, not BusyWaitMin later. Any other busy wait
+// (a subscription not known fast, an ordered line's item, a wait longer
+// than ParkAfter, one past the replica's budget of short waits) is written
+// or waits in its line, and waits BusyWaitMin at least: each of its
+// returns costs a record write and a wake-up.
 func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *testing.T) {
 	_, _, js := testenv.NATS(t)
 	e, err := New(testenv.Redis(t).Client, js, transport.NewRegistry(), Config{})
@@ -81,38 +83,61 @@ func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *t
 	}
 	ctx := context.Background()
 	pool := e.inflight.pool
-	if ok, _ := pool.Acquire(ctx, "fast"); !ok {
-		t.Fatal("first slot of fast refused")
+	// answered gives fast an answer of 1 ms just now: it frees slots
+	// (adaptive.Pool.Freeing looks back fastAnswer, so each case asks
+	// right before it runs, however slowly the test runs).
+	answered := func() {
+		t.Helper()
+		if ok, _ := pool.Acquire(ctx, "fast"); !ok {
+			t.Fatal("a slot of fast refused")
+		}
+		pool.Release("fast", time.Millisecond, adaptive.Healthy)
 	}
-	pool.Release("fast", time.Millisecond, adaptive.Healthy) // answered fast just now: freeing slots
-	if ok, _ := pool.Acquire(ctx, "slow"); !ok {             // a send running, no answer yet
+	if ok, _ := pool.Acquire(ctx, "slow"); !ok { // a send running, no answer yet
 		t.Fatal("first slot of slow refused")
 	}
 	handlingFor := func(sub string, ln *line) *handling {
 		d := &proto.Delivery{DeliveryID: "d-" + sub, SubscriptionID: sub, EventID: "e"}
-		return &handling{rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: e.log, line: ln}
+		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: e.log, line: ln}
 	}
 	floor := e.cfg.BusyWaitMin
+
+	// Through wait: a delayed nak of a worker's wait, nothing written.
+	answered()
+	h := handlingFor("fast", nil)
+	if s := e.wait(h, h.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleShortNak || s.delay > fastAnswer || s.delay < fastAnswer/2 {
+		t.Errorf("a fast subscription's busy wait due in 5ms settled as %+v; want a delayed nak of about %s", s, fastAnswer)
+	}
+
 	for _, tc := range []struct {
 		name      string
-		h         *handling
+		sub       string
+		ln        *line
 		in        time.Duration // back, from now
+		budget    int           // short waits left (-1: the default)
 		wantShort bool
+		want      time.Duration // when it comes back, from now; 0: BusyWaitMin at least
 	}{
-		{"fast, due in 5ms", handlingFor("fast", nil), 5 * time.Millisecond, true},
-		{"fast, due past ParkAfter", handlingFor("fast", nil), e.cfg.ParkAfter + time.Second, false},
-		{"fast, an ordered line's item", handlingFor("fast", &line{}), 5 * time.Millisecond, false},
-		{"not known fast, due in 5ms", handlingFor("slow", nil), 5 * time.Millisecond, false},
+		{"fast, due in 5ms", "fast", nil, 5 * time.Millisecond, -1, true, fastAnswer},
+		{"fast, due in 300ms", "fast", nil, 300 * time.Millisecond, -1, true, 300 * time.Millisecond},
+		{"fast, due past ParkAfter", "fast", nil, e.cfg.ParkAfter + time.Second, -1, false, 0},
+		{"fast, an ordered line's item", "fast", &line{}, 5 * time.Millisecond, -1, false, 0},
+		{"fast, the budget spent", "fast", nil, 5 * time.Millisecond, 0, false, 0},
+		{"not known fast, due in 5ms", "slow", nil, 5 * time.Millisecond, -1, false, 0},
 	} {
-		back := tc.h.now.Add(tc.in)
-		until, short := e.busyWait(tc.h, back)
+		if tc.budget >= 0 {
+			e.shortBusy = &shortNaks{window: time.Hour, most: tc.budget}
+		}
+		answered()
+		h := handlingFor(tc.sub, tc.ln)
+		until, short := e.busyWait(h, h.now.Add(tc.in))
 		switch {
 		case short != tc.wantShort:
 			t.Errorf("%s: short wait %v, want %v", tc.name, short, tc.wantShort)
-		case short && !until.Equal(back):
-			t.Errorf("%s: comes back %s after it was refused, want %s (its virtual queue's time)", tc.name, until.Sub(tc.h.now), tc.in)
-		case !short && until.Before(tc.h.now.Add(floor)):
-			t.Errorf("%s: a written busy wait comes back %s after it was refused, want BusyWaitMin (%s) at least", tc.name, until.Sub(tc.h.now), floor)
+		case short && until.Sub(h.now) != tc.want:
+			t.Errorf("%s: comes back %s after it was refused, want %s", tc.name, until.Sub(h.now), tc.want)
+		case !short && until.Before(h.now.Add(floor)):
+			t.Errorf("%s: a written busy wait comes back %s after it was refused, want BusyWaitMin (%s) at least", tc.name, until.Sub(h.now), floor)
 		}
 	}
 }

@@ -324,7 +324,10 @@ func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testin
 		// wake-up for being long.
 		c.ParkAfter = time.Minute
 		// A turned-away delivery that waited this long would not be
-		// final within e.final's 20 s.
+		// final within e.final's 20 s. (So would a written put-off: on a
+		// machine too loaded for the 60 ms receiver to answer within
+		// 100 ms, the subscription is not freeing slots, and the test
+		// fails on time where it failed on the wake-up count before.)
 		c.BusyWaitMin = time.Minute
 		c.Observer = putOffs
 	}})

@@ -70,7 +70,7 @@ type Config struct {
 	// Isolation: one endpoint must not slow the others.
 	Breaker         BreakerConfig
 	MaxInFlight     int           // upper bound of a subscription's adaptive in-flight limit per replica; 0: none but Workers
-	BusyWaitMin     time.Duration // shortest put-off of a delivery whose (slow) subscription is at its in-flight limit, default 1s
+	BusyWaitMin     time.Duration // shortest written put-off (or ordered line's wait) of a delivery whose subscription is at its in-flight limit, default 1s; a fast subscription's short busy wait (a delayed nak) is not bound by it
 	ParkAfter       time.Duration // retry waits, and a fast subscription's busy waits, up to this long stay a delayed nak; longer ones, and every other put-off, become JetStream message schedules. Default 1s
 	InactivePolicy  string        // InactiveDefer (default) or InactiveFail: what a PAUSED/DISABLED subscription does to its deliveries
 	InactiveRecheck time.Duration // period of the held-check of a subscription holding deliveries: how soon a re-enabled subscription's deliveries are released. Default 5s

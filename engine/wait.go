@@ -33,9 +33,9 @@ import (
 // A fast subscription's busy wait (busyWait) is as short as a retry's
 // and stays a delayed nak too. A subscription that answers within
 // FastAnswer frees a slot within milliseconds, and its refused deliveries
-// come back spaced by its send time over its capacity: writing each one's
+// come back within about a send's time (below): writing each one's
 // record and wake-up, acking it and reading the wake-up back cost more
-// than a delivery, for a wait of a few milliseconds. Measured draining a
+// than a delivery, for a wait of about a tenth of a second. Measured draining a
 // preloaded backlog to one fast receiver: in some runs the pool's workers
 // outnumbered the subscription's slots, most deliveries were put off once
 // (8.1 Redis commands per delivery instead of 4.1) and jetrelay spent 60 %
@@ -54,10 +54,13 @@ import (
 // back BusyWaitMin from now at the earliest: each of its returns costs a
 // write and a wake-up. A fast subscription's short busy wait comes back
 // when its virtual queue says (adaptive.Pool.Acquire: its send time, then
-// spaced by its send time over its capacity). With that floor on them too,
-// the last deliveries refused a slot while a drain to ten fast receivers
-// saturated the CPU waited a whole second after everything else had gone
-// out: the drain took a fifth longer than the same backlog for one.
+// spaced by its send time over its capacity, the capacity a new
+// subscription starts with at least), fastAnswer from now at the earliest
+// (busyWait). With BusyWaitMin on them too, the last deliveries refused a
+// slot while a drain to ten fast receivers saturated the CPU waited a
+// whole second after everything else had gone out: the drain (`jetrelay
+// bench --scenario costmodel --subs 10`) took a fifth longer than the same
+// backlog for one subscription.
 func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	shortBusy := false
 	if reason == reasonBusy {
@@ -70,12 +73,14 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 		until = stale
 	}
 	w := time.Until(until)
-	if w <= 0 {
+	if w <= 0 && !shortBusy {
 		return nakAfter(0)
 	}
-	if w <= e.cfg.ParkAfter && h.line == nil && (reason == reasonRetry || reason == reasonEarly || shortBusy) {
+	// A short busy wait has spent its budget: it is one, even if the stale
+	// cutoff shortened it to nothing.
+	if shortBusy || w <= e.cfg.ParkAfter && h.line == nil && (reason == reasonRetry || reason == reasonEarly) {
 		e.reportWait(h, reason, until)
-		return shortNak(w)
+		return shortNak(max(w, 0))
 	}
 	if reason != reasonRetry && reason != reasonEarly {
 		// A retry's time was written with its failure; an early copy's is
@@ -100,12 +105,22 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 // busyWait is when h, refused a slot of its busy subscription and told to
 // come back at back, comes back, and whether it waits as a short delayed
 // nak (see wait): a fast subscription's wait within ParkAfter and this
-// replica's budget of such waits (spending one of it) comes back at back;
-// any other waits BusyWaitMin at least.
+// replica's budget of such waits (spending one of it) comes back at back,
+// fastAnswer from now at the earliest; any other waits BusyWaitMin at
+// least.
+//
+// fastAnswer is as long as a worker waits for such a slot before the
+// delivery is refused, and bounds the churn of a delivery refused again
+// and again: back is spaced for the subscription's capacity, but at least
+// for the capacity a new subscription starts with (adaptive.Pool.Acquire),
+// so while its limit is cut below that, its deliveries would come back
+// faster than its slots free. Each return costs a redelivery, a read and
+// an admission; at most ten a second per waiting delivery, and the budget
+// bounds them all.
 func (e *Engine) busyWait(h *handling, back time.Time) (time.Time, bool) {
 	if h.line == nil && time.Until(back) <= e.cfg.ParkAfter &&
 		e.inflight.pool.Freeing(h.delivery().SubscriptionID) && e.shortBusy.take(h.now) {
-		return back, true
+		return later(back, h.now.Add(fastAnswer)), true
 	}
 	return later(back, h.now.Add(e.cfg.BusyWaitMin)), false
 }
