@@ -12,6 +12,18 @@ import (
 	"github.com/jetrelay/jetrelay/transport"
 )
 
+// bareEngine is an engine with default settings on a fresh Redis and
+// JetStream, not running: its parts are driven directly.
+func bareEngine(t *testing.T) *Engine {
+	t.Helper()
+	_, _, js := testenv.NATS(t)
+	e, err := New(testenv.Redis(t).Client, js, transport.NewRegistry(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // A wait line a subscription started before it was known to answer fast
 // (its first sends unanswered when a backlog came) holds no newcomer once
 // it is: they ask for a slot, as a fast subscription's deliveries do. A
@@ -20,11 +32,7 @@ import (
 // (so nothing in a line is woken), one of them with a fast answer on
 // record, and one delivery in each line.
 func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testing.T) {
-	_, _, js := testenv.NATS(t)
-	e, err := New(testenv.Redis(t).Client, js, transport.NewRegistry(), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bareEngine(t)
 	ctx := context.Background()
 	pool := e.inflight.pool
 	fill := func(sub string) {
@@ -76,11 +84,7 @@ func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testi
 // or waits in its line, and waits BusyWaitMin at least: each of its
 // returns costs a record write and a wake-up.
 func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *testing.T) {
-	_, _, js := testenv.NATS(t)
-	e, err := New(testenv.Redis(t).Client, js, transport.NewRegistry(), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bareEngine(t)
 	ctx := context.Background()
 	pool := e.inflight.pool
 	// answered gives fast an answer of 1 ms just now: it frees slots
