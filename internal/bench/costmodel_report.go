@@ -57,9 +57,14 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	}
 	fmt.Fprintf(&b, "| **jetrelay's side (receiver excluded)** | **%.0f** | | | in-process: no loopback TCP between jetrelay and its embedded server |\n\n", jetrelay)
 	if len(in.floors) > 0 {
-		b.WriteString("How each floor was measured (after the drain, on the same servers and records, one operation after another; this process's CPU and, where it answers, redis-server's):\n\n")
+		b.WriteString("How each floor was measured (after the drain, on the same servers and records, one operation after another unless said otherwise; this process's CPU and, where it answers, redis-server's):\n\n")
+		groups := map[string][]string{}
 		for _, k := range slices.Sorted(maps.Keys(in.floors)) {
 			f := in.floors[k]
+			if f.group != "" {
+				groups[f.group] = append(groups[f.group], k)
+				continue
+			}
 			samples := ps.components[k]
 			if k == "Redis reads" {
 				// The drain's reads hand their commands to the autopipeliner
@@ -75,6 +80,18 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 				continue
 			}
 			fmt.Fprintf(&b, "- %s: %s. %s\n", k, f.how, floorVerdict(drain, f.us, samples))
+		}
+		for _, g := range slices.Sorted(maps.Keys(groups)) {
+			steps := groups[g]
+			fmt.Fprintf(&b, "- %s: %s.", g, in.floors[steps[0]].how)
+			var drain, alone float64
+			for _, k := range steps {
+				samples := ps.components[k]
+				drain += float64(samples) * perSample
+				alone += in.floors[k].us
+				fmt.Fprintf(&b, " %s: %s", k, floorVerdict(float64(samples)*perSample, in.floors[k].us, samples))
+			}
+			fmt.Fprintf(&b, " Together: %.1f µs in the drain, %.1f µs alone.\n", drain, alone)
 		}
 		b.WriteString("\n")
 	}
