@@ -109,8 +109,8 @@ func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *t
 	// Through wait: a delayed nak of a worker's wait, nothing written.
 	answered()
 	h := handlingFor("fast", nil)
-	if s := e.wait(h, h.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleShortNak || s.delay > fastAnswer || s.delay < fastAnswer/2 {
-		t.Errorf("a fast subscription's busy wait due in 5ms settled as %+v; want a delayed nak of about %s", s, fastAnswer)
+	if s := e.wait(h, h.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleShortNak || s.delay > fastAnswer {
+		t.Errorf("a fast subscription's busy wait due in 5ms settled as %+v; want a delayed nak of %s at most", s, fastAnswer)
 	}
 
 	for _, tc := range []struct {
