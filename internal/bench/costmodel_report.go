@@ -59,6 +59,8 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	if len(in.floors) > 0 {
 		b.WriteString("How each floor was measured (after the drain, on the same servers and records, one operation after another unless said otherwise; this process's CPU and, where it answers, redis-server's):\n\n")
 		groups := map[string][]string{}
+		var bound []string // the steps at their floor, with their µs in the drain
+		var boundUS float64
 		for _, k := range slices.Sorted(maps.Keys(in.floors)) {
 			f := in.floors[k]
 			if f.group != "" {
@@ -66,6 +68,10 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 				continue
 			}
 			samples := ps.components[k]
+			if k != "Redis reads" && atFloor(float64(samples)*perSample, f.us, samples) {
+				bound = append(bound, fmt.Sprintf("%s %.1f µs", k, float64(samples)*perSample))
+				boundUS += float64(samples) * perSample
+			}
 			if k == "Redis reads" {
 				// The drain's reads hand their commands to the autopipeliner
 				// and parse what comes back: compare the whole, bounded above
@@ -92,8 +98,20 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 				fmt.Fprintf(&b, " %s: %s", k, floorVerdict(float64(samples)*perSample, in.floors[k].us, samples))
 			}
 			fmt.Fprintf(&b, " Together: %.1f µs in the drain, %.1f µs alone.\n", drain, alone)
+			if n := samplesOf(ps, steps); atFloor(drain, alone, n) {
+				bound = append(bound, fmt.Sprintf("%s %.1f µs", g, drain))
+				boundUS += drain
+			}
 		}
 		b.WriteString("\n")
+		if len(bound) == 0 {
+			b.WriteString("No step was at its floor in this run: each is above or below it, or has too few samples to tell.\n\n")
+		} else {
+			fmt.Fprintf(&b, "At their floor in this run: %s; together %.0f µs of jetrelay's %.0f µs per delivery in this profile. "+
+				"Every other step takes %.0f µs: that is where a cut of jetrelay's CPU per delivery has to come from (redis-server's %.0f µs "+
+				"outside is its own).\n\n",
+				strings.Join(bound, ", "), boundUS, jetrelay, jetrelay-boundUS, perDelivery(out.redisCPU, out.n))
+		}
 	}
 	fmt.Fprintf(&b, "%d samples in all (100 Hz): a step of k samples is known to about ±√k samples, so a step under 5 µs is a rough figure. "+
 		"The profiled drain has no loopback TCP between jetrelay and its embedded NATS and starts its clock with jetrelay's start, so it reads "+
@@ -119,17 +137,33 @@ func commandBreakdown(out *outsideFigures) string {
 	return strings.Join(parts, ", ")
 }
 
+// atFloor reports whether a step that cost drain µs in the drain, from
+// samples samples, is at the floor it costs alone: within half again of it
+// either way (the profile's sampling error at these sample counts), from
+// enough samples to tell.
+func atFloor(drain, alone float64, samples int64) bool {
+	return samples >= 10 && drain >= alone*0.67 && drain <= alone*1.5
+}
+
+// samplesOf is the profile's samples of steps together.
+func samplesOf(ps *profileSummary, steps []string) int64 {
+	var n int64
+	for _, k := range steps {
+		n += ps.components[k]
+	}
+	return n
+}
+
 // floorVerdict compares a step's cost in the drain with its cost alone.
-// Within half again of the floor (the profile's sampling error at these
-// sample counts) a step is at its floor; below it, the drain shares work
-// the step alone repeats (batched round trips, cached secrets).
+// At its floor (atFloor); below it, the drain shares work the step alone
+// repeats (batched round trips, cached secrets).
 func floorVerdict(drain, alone float64, samples int64) string {
 	switch {
 	case samples < 10:
 		return fmt.Sprintf("In the drain %.1f µs from %d samples: too few to tell from its %.1f µs alone.", drain, samples, alone)
 	case drain < alone*0.67:
 		return fmt.Sprintf("In the drain %.1f µs: below the step alone (%.1f µs): the drain batches or caches it.", drain, alone)
-	case drain <= alone*1.5:
+	case atFloor(drain, alone, samples):
 		return fmt.Sprintf("In the drain %.1f µs: **at its floor** (%.1f µs alone).", drain, alone)
 	default:
 		return fmt.Sprintf("In the drain %.1f µs: %.1f µs above the step alone.", drain, drain-alone)

@@ -73,6 +73,10 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}
 	}
+	// The steps at their floor are summed, or the report says none was.
+	if !regexp.MustCompile(`At their floor in this run: .*Every other step takes|No step was at its floor in this run`).MatchString(doc) {
+		t.Errorf("document neither sums the steps at their floor nor says none was:\n%s", doc)
+	}
 	// Every delivery was read once (MGET) and had one outcome script: the
 	// command counts are per delivery, not per run (which would be
 	// hundreds). A busy machine shrinks in-flight limits, and the waits it
