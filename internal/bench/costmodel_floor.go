@@ -21,7 +21,16 @@ type floor struct {
 	// group names a measurement that gives several steps their floors at
 	// once (the queue alone); how is then the group's.
 	group string
+	// sampled: us comes from a profile's share of samples (the group's),
+	// of which this step had samples; fewer than minFloorSamples tell
+	// nothing.
+	sampled bool
+	samples int64
 }
+
+// known reports whether f measured its step: timed, or from enough
+// samples.
+func (f floor) known() bool { return !f.sampled || f.samples >= minFloorSamples }
 
 // floorOps is how many times a step is repeated for its floor.
 const floorOps = 5000
@@ -125,7 +134,7 @@ func measureFloors(ctx context.Context, b *benchContext, env *benchEnv, f *fleet
 		return store.Patch{{Name: "status", Value: proto.DeliverySuccess}, {Name: "completed_at", Value: now},
 			{Name: "error_message", Value: nil}, {Name: "next_retry_at", Value: nil}}, nil, nil
 	}
-	if err := timedN("outcome write", "store.RecordOutcome of a success (status, completed_at, error_message, next_retry_at) over each finished delivery's record as read, the subscription's record unchanged, without the autopipeliner: one script call (EVALSHA) and round trip", len(recs), func(i int) error {
+	if err := timedN("outcome write", "store.RecordOutcome of a success (status, completed_at, error_message, next_retry_at) over each finished delivery's record as read, the subscription's record unchanged, without the autopipeliner: one script call (EVALSHA) and round trip, its patch and its parsing included (in the drain the round trip is the autopipeliner's step and the parsing JSON's)", len(recs), func(i int) error {
 		wrote, err := unbatched.RecordOutcome(ctx, recs[i], nil, success)
 		if err == nil && !wrote {
 			err = errors.New("nothing written")
@@ -139,8 +148,9 @@ func measureFloors(ctx context.Context, b *benchContext, env *benchEnv, f *fleet
 		return nil, err
 	}
 	out["POST (client side)"] = post
-	// The queue alone: as many work items as the drain had, 20,000 at most
-	// (enough samples for its steps without lengthening the run much).
+	// The queue alone: as many work items as the drain had, 1,000 at least
+	// and 20,000 at most (enough samples for its steps without lengthening
+	// the run much; a step with too few gets no floor).
 	queued, err := queueFloor(ctx, env.stack.JetStream(), min(max(len(load.deliveries), 1000), 20000))
 	if err != nil {
 		return nil, fmt.Errorf("the queue alone: %w", err)

@@ -47,7 +47,7 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 			jetrelay += us
 		}
 		fl := ""
-		if f, ok := in.floors[s.name]; ok {
+		if f, ok := in.floors[s.name]; ok && f.known() {
 			fl = fmt.Sprintf("%.1f", f.us)
 			if f.redisUS >= 0.05 {
 				fl += fmt.Sprintf(" + redis %.1f", f.redisUS)
@@ -93,23 +93,28 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 			var drain, alone float64
 			for _, k := range steps {
 				samples := ps.components[k]
-				drain += float64(samples) * perSample
+				d := float64(samples) * perSample
+				drain += d
 				alone += in.floors[k].us
-				fmt.Fprintf(&b, " %s: %s", k, floorVerdict(float64(samples)*perSample, in.floors[k].us, samples))
+				if !in.floors[k].known() {
+					fmt.Fprintf(&b, " %s: %d samples alone, too few to tell.", k, in.floors[k].samples)
+					continue
+				}
+				fmt.Fprintf(&b, " %s: %s", k, floorVerdict(d, in.floors[k].us, samples))
+				if atFloor(d, in.floors[k].us, samples) {
+					bound = append(bound, fmt.Sprintf("%s %.1f µs", k, d))
+					boundUS += d
+				}
 			}
 			fmt.Fprintf(&b, " Together: %.1f µs in the drain, %.1f µs alone.\n", drain, alone)
-			if n := samplesOf(ps, steps); atFloor(drain, alone, n) {
-				bound = append(bound, fmt.Sprintf("%s %.1f µs", g, drain))
-				boundUS += drain
-			}
 		}
 		b.WriteString("\n")
 		if len(bound) == 0 {
 			b.WriteString("No step was at its floor in this run: each is above or below it, or has too few samples to tell.\n\n")
 		} else {
 			fmt.Fprintf(&b, "At their floor in this run: %s; together %.0f µs of jetrelay's %.0f µs per delivery in this profile. "+
-				"Every other step takes %.0f µs: that is where a cut of jetrelay's CPU per delivery has to come from (redis-server's %.0f µs "+
-				"outside is its own).\n\n",
+				"The other %.0f µs are in steps not shown at their floor (a floor is known to about ±√k samples, and may itself get cheaper); "+
+				"redis-server's %.0f µs outside is its own.\n\n",
 				strings.Join(bound, ", "), boundUS, jetrelay, jetrelay-boundUS, perDelivery(out.redisCPU, out.n))
 		}
 	}
@@ -142,16 +147,7 @@ func commandBreakdown(out *outsideFigures) string {
 // either way (the profile's sampling error at these sample counts), from
 // enough samples to tell.
 func atFloor(drain, alone float64, samples int64) bool {
-	return samples >= 10 && drain >= alone*0.67 && drain <= alone*1.5
-}
-
-// samplesOf is the profile's samples of steps together.
-func samplesOf(ps *profileSummary, steps []string) int64 {
-	var n int64
-	for _, k := range steps {
-		n += ps.components[k]
-	}
-	return n
+	return samples >= minFloorSamples && drain >= alone*0.67 && drain <= alone*1.5
 }
 
 // floorVerdict compares a step's cost in the drain with its cost alone.
@@ -159,7 +155,7 @@ func samplesOf(ps *profileSummary, steps []string) int64 {
 // repeats (batched round trips, cached secrets).
 func floorVerdict(drain, alone float64, samples int64) string {
 	switch {
-	case samples < 10:
+	case samples < minFloorSamples:
 		return fmt.Sprintf("In the drain %.1f µs from %d samples: too few to tell from its %.1f µs alone.", drain, samples, alone)
 	case drain < alone*0.67:
 		return fmt.Sprintf("In the drain %.1f µs: below the step alone (%.1f µs): the drain batches or caches it.", drain, alone)
