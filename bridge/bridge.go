@@ -92,6 +92,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { b.heartbeatLoop(ctx) })
 	wg.Go(func() { b.promoteLoop(ctx) })
+	wg.Go(func() { b.keepLoop(ctx) })
 	b.dispatchLoop(ctx)
 	wg.Wait()
 

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -478,4 +479,45 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 	// stream once it answers again.
 	eventually(t, 20*time.Second, "the stream to answer with every id", func() bool { return e.streamMsgs(t) >= 51 })
 	e.assertExactlyOnce(t, append([]string{warm}, want...))
+}
+
+func TestRun_KeepsOneKeeperInTheStreamBehindWhatItPublishes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	qc := queue.Config{}.WithDefaults()
+	start(t, e.newBridge(t, bridge.Config{InstanceID: "one"}))
+	start(t, e.newBridge(t, bridge.Config{InstanceID: "two"}))
+	keeper := func() (seq, keepers, last uint64) {
+		t.Helper()
+		st, err := e.js.Stream(ctx, qc.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(qc.KeeperSubject()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctx, qc.KeeperSubject())
+		if err != nil {
+			return 0, 0, info.State.LastSeq
+		}
+		w, err := st.GetLastMsgForSubject(ctx, qc.Subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Sequence, info.State.Subjects[qc.KeeperSubject()], w.Sequence
+	}
+	for round := range 3 {
+		e.lpush(t, pending, ids(fmt.Sprintf("dlv_%d_", round), 100))
+		want := uint64(100 * (round + 1))
+		eventually(t, 10*time.Second, "the round's work items in the stream", func() bool { return e.streamMsgs(t) == want })
+		// A renewal follows the bridges' publishes, so the keeper sits in
+		// the stream's newest block, and the two bridges' renewals leave
+		// one keeper.
+		eventually(t, 10*time.Second, "one keeper stored after the work items", func() bool {
+			seq, keepers, last := keeper()
+			return keepers == 1 && seq > last
+		})
+	}
 }

@@ -139,8 +139,8 @@ func (e *env) lrange(t *testing.T, key string) []string {
 	return v
 }
 
-// streamMsgs is how many messages the dispatch stream holds, or 0 while it
-// does not exist yet.
+// streamMsgs is how many messages the dispatch stream holds besides its
+// keeper, or 0 while it does not exist yet.
 func (e *env) streamMsgs(t *testing.T) uint64 {
 	t.Helper()
 	ctx := testCtx(t)
@@ -155,7 +155,11 @@ func (e *env) streamMsgs(t *testing.T) uint64 {
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}
-	return info.State.Msgs
+	n, err := queue.StoredMsgs(ctx, st, info, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // streamIDs counts each delivery id stored in the dispatch stream. It reads
@@ -164,12 +168,14 @@ func (e *env) streamIDs(t *testing.T) map[string]int {
 	t.Helper()
 	ctx := testCtx(t)
 	n := e.streamMsgs(t)
+	c := queue.Config{}.WithDefaults()
 	got := make(map[string]int, n)
 	if n == 0 {
 		return got
 	}
 	cons, err := e.js.CreateConsumer(ctx, queue.DefaultStream, jetstream.ConsumerConfig{
 		Name: "test-reader", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1,
+		FilterSubjects: []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects(""), c.OrderedSubjects()}, // not the keeper
 	})
 	if err != nil {
 		t.Fatalf("reader consumer: %v", err)

@@ -210,7 +210,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		s.metrics.WatchBridge(s.bridge.Stats)
 		s.metrics.WatchReconciler(s.reconcile.Stats)
 	}
-	s.metrics.WatchQueue(s.js, qc.Stream, qc.Consumer)
+	s.metrics.WatchQueue(s.js, qc)
 	s.metrics.WatchWaiting(s.js, qc)
 	s.metrics.WatchRedis(store.New(s.rdb))
 	s.metrics.WatchReadiness(s.Checks())

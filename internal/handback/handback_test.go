@@ -96,6 +96,11 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	}
 	w.publish(t, queue.NewHeldMsg(w.qc, "whsub_paused000001", "del_held0000000001", time.Now().Add(time.Hour)))
 	w.publish(t, queue.NewHeldCheckMsg(w.qc, "whsub_paused000001", time.Now().Add(time.Minute)))
+	// The keeper a bridge keeps in the stream: not work, removed, and not
+	// counted as left behind.
+	if err := queue.Keep(ctx, w.js, w.s, w.qc); err != nil {
+		t.Fatal(err)
+	}
 	// A bridge stopped between its move out of dispatch:pending and the
 	// PubAck: one id only in its list, one also in the stream.
 	w.rdb.SAdd(ctx, bridge.RegistryKey, "bridge-1")

@@ -50,7 +50,7 @@ func exposedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	m := New(Options{ScrapeTimeout: 5 * time.Second})
-	m.WatchQueue(js, qc.Stream, qc.Consumer)
+	m.WatchQueue(js, qc)
 	m.WatchWaiting(js, qc)
 	m.WatchRedis(store.New(rdb))
 	m.WatchBridge(func() bridge.Stats { return bridge.Stats{} })

@@ -10,6 +10,7 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
+	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 )
@@ -49,12 +50,14 @@ func boolValue(ok bool) float64 {
 // from JetStream at every scrape (bounded by ScrapeTimeout). Every replica
 // reports the same shared values: aggregate with max, not sum. Call it at
 // most once.
-func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
+func (m *Metrics) WatchQueue(js jetstream.JetStream, qc queue.Config) {
+	qc = qc.WithDefaults()
+	stream, consumer := qc.Stream, qc.Consumer
 	sl := []string{"stream"}
 	cl := []string{"stream", "consumer"}
 	var (
 		up          = prometheus.NewDesc("jetrelay_queue_info_up", "1 when the last scrape could read the dispatch stream and consumer from JetStream, 0 when it could not.", nil, nil)
-		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries).", sl, nil)
+		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries); the one keeper message that keeps the stream from being empty is left out.", sl, nil)
 		pending     = prometheus.NewDesc("jetrelay_consumer_pending", "Work items the shared consumer has not delivered to any engine yet (the backlog).", cl, nil)
 		ackPending  = prometheus.NewDesc("jetrelay_consumer_ack_pending", "Work items delivered and not yet acked: sends in flight plus short retries waiting as delayed naks.", cl, nil)
 		maxAck      = prometheus.NewDesc("jetrelay_consumer_max_ack_pending", "The consumer's MaxAckPending: ack-pending at this value stops delivery.", cl, nil)
@@ -76,9 +79,14 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, stream, consumer string) {
 				gauge(ch, up, 0)
 				return
 			}
-			gauge(ch, up, 1)
 			si, ci := s.CachedInfo(), c.CachedInfo()
-			gauge(ch, messages, float64(si.State.Msgs), stream)
+			stored, err := queue.StoredMsgs(ctx, s, si, qc)
+			if err != nil {
+				gauge(ch, up, 0)
+				return
+			}
+			gauge(ch, up, 1)
+			gauge(ch, messages, float64(stored), stream)
 			gauge(ch, pending, float64(ci.NumPending), stream, consumer)
 			gauge(ch, ackPending, float64(ci.NumAckPending), stream, consumer)
 			gauge(ch, maxAck, float64(ci.Config.MaxAckPending), stream, consumer)

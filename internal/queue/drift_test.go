@@ -51,7 +51,7 @@ func TestEnsure_ReconcilesAStreamAndConsumerThatDriftedAtStartUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := si.Config; !c.AllowMsgSchedules || c.MaxMsgs != -1 || len(c.Subjects) != 4 {
+	if c := si.Config; !c.AllowMsgSchedules || c.MaxMsgs != -1 || len(c.Subjects) != 5 {
 		t.Errorf("stream not reconciled: schedules=%v max_msgs=%d subjects=%v", c.AllowMsgSchedules, c.MaxMsgs, c.Subjects)
 	}
 	ci, err := cons.Info(ctx)
