@@ -35,6 +35,9 @@ type Bridge struct {
 	// drained: the last move came back short of a batch, so the next one
 	// waits for ids (move.go). Only the dispatch loop touches it.
 	drained bool
+	// caughtUp mirrors drained for the keeper's loop (keeper.go): the
+	// last move emptied dispatch:pending.
+	caughtUp atomic.Bool
 
 	running atomic.Bool
 	// problem is the last error that stalled the bridge, cleared when it

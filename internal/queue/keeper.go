@@ -25,10 +25,11 @@ import (
 // A block that still holds another message is not removed: the ack then
 // appends a small delete record to the last block instead. So the bridge
 // keeps one keeper message on KeeperSubject, which no consumer reads, and
-// renews it while it publishes (Keep): the last block fills and the store
-// moves on to a new one every few thousand messages, and a renewed keeper
-// lands in the new last block. Between a new block and the next renewal
-// the old behaviour returns, for at most one renewal period.
+// renews it (Keep) while it keeps up with its intake, which is when the
+// stream is about to be emptied: the last block fills and the store moves
+// on to a new one every few thousand messages, and a renewed keeper lands
+// in the new last block. Between a new block and the next renewal the old
+// behaviour returns, for at most one renewal period.
 //
 // The keeper is not work: it carries no delivery id, the counts jetrelay
 // reports leave it out (StoredMsgs), and a hand-back removes it.
