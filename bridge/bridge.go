@@ -35,8 +35,8 @@ type Bridge struct {
 	// drained: the last move came back short of a batch, so the next one
 	// waits for ids (move.go). Only the dispatch loop touches it.
 	drained bool
-	// caughtUp mirrors drained for the keeper's loop (keeper.go): the
-	// last move emptied dispatch:pending.
+	// caughtUp tells the keeper's loop (keeper.go) that the last move
+	// emptied dispatch:pending and what it moved is published.
 	caughtUp atomic.Bool
 
 	running atomic.Bool
@@ -171,9 +171,8 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			continue
 		}
 		ids, err := b.move(ctx)
-		if len(ids) > 0 {
-			b.settle(ctx, ids, false)
-		}
+		settled := len(ids) == 0 || b.settle(ctx, ids, false)
+		b.caughtUp.Store(b.drained && settled && err == nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
@@ -19,14 +20,15 @@ import (
 type env struct {
 	redis *testenv.RedisEnv
 	rdb   *redis.Client
+	nc    *nats.Conn
 	js    jetstream.JetStream
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	r := testenv.Redis(t)
-	_, _, js := testenv.NATS(t)
-	return &env{redis: r, rdb: r.Client, js: js}
+	_, nc, js := testenv.NATS(t)
+	return &env{redis: r, rdb: r.Client, nc: nc, js: js}
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -151,11 +153,7 @@ func (e *env) streamMsgs(t *testing.T) uint64 {
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream info: %v", err)
-	}
-	n, err := queue.StoredMsgs(ctx, st, info, queue.Config{})
+	n, err := queue.StoredMsgs(ctx, st, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

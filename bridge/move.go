@@ -25,6 +25,5 @@ func (b *Bridge) move(ctx context.Context) ([]string, error) {
 	// next one waits. An error leaves the choice to the next move too: a
 	// short answer is as good a sign as any that the list is empty.
 	b.drained = len(ids) < b.cfg.BatchSize
-	b.caughtUp.Store(b.drained && err == nil)
 	return ids, err
 }

@@ -38,8 +38,10 @@ func (e *env) streamHeaders(t *testing.T) map[string]nats.Header {
 	t.Helper()
 	ctx := testCtx(t)
 	n := e.streamMsgs(t)
+	c := queue.Config{}.WithDefaults()
 	cons, err := e.js.CreateConsumer(ctx, queue.DefaultStream, jetstream.ConsumerConfig{
 		Name: "header-reader", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1,
+		FilterSubjects: []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects(""), c.OrderedSubjects()}, // not the keeper
 	})
 	if err != nil {
 		t.Fatalf("reader consumer: %v", err)

@@ -57,7 +57,7 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, qc queue.Config) {
 	cl := []string{"stream", "consumer"}
 	var (
 		up          = prometheus.NewDesc("jetrelay_queue_info_up", "1 when the last scrape could read the dispatch stream and consumer from JetStream, 0 when it could not.", nil, nil)
-		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries); the one keeper message that keeps the stream from being empty is left out.", sl, nil)
+		messages    = prometheus.NewDesc("jetrelay_stream_messages", "Messages stored in the dispatch stream: work items (not yet delivered, in flight or in a short delayed nak) plus waiting work (wake-ups and held deliveries, see jetrelay_scheduled_wakeups and jetrelay_held_deliveries); the keeper messages that keep the stream from being empty (one per running bridge) are left out.", sl, nil)
 		pending     = prometheus.NewDesc("jetrelay_consumer_pending", "Work items the shared consumer has not delivered to any engine yet (the backlog).", cl, nil)
 		ackPending  = prometheus.NewDesc("jetrelay_consumer_ack_pending", "Work items delivered and not yet acked: sends in flight plus short retries waiting as delayed naks.", cl, nil)
 		maxAck      = prometheus.NewDesc("jetrelay_consumer_max_ack_pending", "The consumer's MaxAckPending: ack-pending at this value stops delivery.", cl, nil)
@@ -79,8 +79,8 @@ func (m *Metrics) WatchQueue(js jetstream.JetStream, qc queue.Config) {
 				gauge(ch, up, 0)
 				return
 			}
-			si, ci := s.CachedInfo(), c.CachedInfo()
-			stored, err := queue.StoredMsgs(ctx, s, si, qc)
+			ci := c.CachedInfo()
+			stored, err := queue.StoredMsgs(ctx, s, qc)
 			if err != nil {
 				gauge(ch, up, 0)
 				return

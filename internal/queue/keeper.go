@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -19,33 +20,63 @@ import (
 // intake is empty between most deliveries, so below a few thousand
 // deliveries a second nearly every delivery paid for a file created and a
 // file deleted, under the stream's lock: on this project's benchmark
-// machine about 120 µs of CPU per delivery at 1,000/s, a third of the
-// process's, and a tail in the acks' and publishes' latency.
+// machine about 100 µs of CPU per delivery at 1,000/s (an eighth of the
+// benchmark process's, admin's writers and the receivers included), and a
+// tail in the acks' and publishes' latency.
 //
 // A block that still holds another message is not removed: the ack then
 // appends a small delete record to the last block instead. So the bridge
-// keeps one keeper message on KeeperSubject, which no consumer reads, and
-// renews it (Keep) while it keeps up with its intake, which is when the
-// stream is about to be emptied: the last block fills and the store moves
-// on to a new one every few thousand messages, and a renewed keeper lands
-// in the new last block. Between a new block and the next renewal the old
-// behaviour returns, for at most one renewal period.
+// keeps a keeper message on KeeperSubject, which no consumer reads, and
+// renews it (Keep, then DropKeeper of the one before) while it keeps up
+// with its intake, which is when the stream is about to be emptied: the
+// last block fills and the store moves on to a new one every few thousand
+// messages, and a renewed keeper lands in the new last block. Between a
+// new block and the next renewal the old behaviour returns, for at most
+// one renewal period.
 //
 // The keeper is not work: it carries no delivery id, the counts jetrelay
-// reports leave it out (StoredMsgs), and a hand-back removes it.
+// reports leave it out (StoredMsgs), and a hand-back removes it. Each
+// running bridge keeps one; a bridge starting removes those that stopped
+// bridges left (DropOlderKeepers).
 
 // KeeperSubject is the subject of the stream's keeper message.
 func (c Config) KeeperSubject() string { return c.WithDefaults().Subject + ".keep" }
 
-// Keep publishes a new keeper and removes every older one, so the stream
-// holds exactly one, in its newest block. Several bridges may keep it at
-// once: each leaves the newest keeper, whoever published it.
-func Keep(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, c Config) error {
+// Keep publishes a new keeper and returns its stream sequence. The caller
+// removes its previous keeper once the new one is stored (DropKeeper), so
+// the stream is never without one.
+func Keep(ctx context.Context, js jetstream.JetStream, c Config) (uint64, error) {
 	c = c.WithDefaults()
 	// No Nats-Msg-Id: the dedupe window would absorb a renewal.
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: c.KeeperSubject()}); err != nil {
-		return fmt.Errorf("queue: publish the keeper: %w", err)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: c.KeeperSubject()}, jetstream.WithExpectStream(c.Stream))
+	if err != nil {
+		return 0, fmt.Errorf("queue: publish the keeper: %w", err)
 	}
+	return ack.Sequence, nil
+}
+
+// DropKeeper removes the keeper stored at seq. One already gone (removed
+// by DropOlderKeepers, a hand-back, or a recreated stream) is fine.
+func DropKeeper(ctx context.Context, st jetstream.Stream, seq uint64) error {
+	err := st.DeleteMsg(ctx, seq)
+	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	// The server reports a sequence already gone as a failed deletion
+	// ("no message found"), not as ErrMsgNotFound: check the stream.
+	if _, gerr := st.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	return fmt.Errorf("queue: remove the keeper at %d: %w", seq, err)
+}
+
+// DropOlderKeepers removes every keeper but the newest: those that bridges
+// no longer running left behind. It is a purge of the keeper subject,
+// which makes the server read each block between the oldest keeper and the
+// newest, so a bridge runs it once, after its first renewal, and removes
+// its own older keepers one by one (DropKeeper).
+func DropOlderKeepers(ctx context.Context, st jetstream.Stream, c Config) error {
+	c = c.WithDefaults()
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.KeeperSubject()), jetstream.WithPurgeKeep(1)); err != nil {
 		return fmt.Errorf("queue: remove older keepers: %w", err)
 	}
@@ -53,17 +84,14 @@ func Keep(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, c Co
 }
 
 // StoredMsgs is the number of messages stored in the dispatch stream other
-// than the keeper: work items and waiting work. info is the stream's info;
-// one more request reads the keeper's count.
-func StoredMsgs(ctx context.Context, st jetstream.Stream, info *jetstream.StreamInfo, c Config) (uint64, error) {
+// than keepers: work items and waiting work. Both counts come from one
+// stream info, so a renewal cannot fall between them.
+func StoredMsgs(ctx context.Context, st jetstream.Stream, c Config) (uint64, error) {
 	c = c.WithDefaults()
-	n := info.State.Msgs
-	if n == 0 {
-		return 0, nil
-	}
-	ki, err := st.Info(ctx, jetstream.WithSubjectFilter(c.KeeperSubject()))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.KeeperSubject()))
 	if err != nil {
-		return 0, fmt.Errorf("queue: count keepers: %w", err)
+		return 0, fmt.Errorf("queue: stream %s info: %w", c.Stream, err)
 	}
-	return n - min(n, ki.State.Subjects[c.KeeperSubject()]), nil
+	n := info.State.Msgs
+	return n - min(n, info.State.Subjects[c.KeeperSubject()]), nil
 }

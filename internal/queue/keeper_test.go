@@ -102,10 +102,31 @@ func TestKeep_AStreamEmptiedByEveryAckStopsReplacingItsBlockFile(t *testing.T) {
 		t.Fatalf("without a keeper 20 acks that emptied the stream created %d block files; the keeper exists because the store replaces its last block whenever it empties", churned)
 	}
 
-	for range 3 { // renewals leave exactly one keeper
-		if err := queue.Keep(ctx, js, st, c); err != nil {
+	// One a stopped bridge left, then a running bridge's first renewal
+	// and two more: each removes the one before it; the first removes
+	// every older one.
+	left, err := queue.Keep(ctx, js, c)
+	if err != nil {
+		t.Fatalf("Keep: %v", err)
+	}
+	var last uint64
+	for i := range 3 {
+		seq, err := queue.Keep(ctx, js, c)
+		if err != nil {
 			t.Fatalf("Keep: %v", err)
 		}
+		if i == 0 {
+			err = queue.DropOlderKeepers(ctx, st, c)
+		} else {
+			err = queue.DropKeeper(ctx, st, last)
+		}
+		if err != nil {
+			t.Fatalf("removing the keeper before %d: %v", seq, err)
+		}
+		last = seq
+	}
+	if err := queue.DropKeeper(ctx, st, left); err != nil {
+		t.Errorf("DropKeeper of a keeper already removed: %v, want nil", err)
 	}
 	before = newestBlock(t, dir, c.WithDefaults().Stream)
 	oneByOne(50)
@@ -120,7 +141,10 @@ func TestKeep_AStreamEmptiedByEveryAckStopsReplacingItsBlockFile(t *testing.T) {
 	if k := info.State.Subjects[c.KeeperSubject()]; k != 1 || info.State.Msgs != 1 {
 		t.Errorf("the stream holds %d messages, %d of them keepers; want only the one keeper", info.State.Msgs, k)
 	}
-	stored, err := queue.StoredMsgs(ctx, st, info, c)
+	if m, err := st.GetLastMsgForSubject(ctx, c.KeeperSubject()); err != nil || m.Sequence != last {
+		t.Errorf("the keeper left is %v (%v), want the newest, at %d", m, err, last)
+	}
+	stored, err := queue.StoredMsgs(ctx, st, c)
 	if err != nil || stored != 0 {
 		t.Errorf("StoredMsgs = %d, %v; want 0: the keeper is not work", stored, err)
 	}
