@@ -21,13 +21,13 @@ const keepBackoffMax = 120
 
 // keeping is the keeper loop's state.
 type keeping struct {
-	st     jetstream.Stream // looked up once, again after a failure
-	last   uint64           // this bridge's newest keeper (0: none yet)
-	stale  uint64           // its previous one, still to remove (0: none)
-	purged bool             // keepers other bridges left removed, once
-	seen   uint64           // publishes counted at the last renewal
-	fails  int              // failures in a row
-	skip   int              // ticks left to wait after a failure
+	st    jetstream.Stream // looked up once, again after a failure
+	last  uint64           // this bridge's newest keeper (0: none yet)
+	stale uint64           // its previous one, still to remove (0: none)
+	swept bool             // older keepers (stopped bridges') removed, once
+	seen  uint64           // publishes counted at the last renewal
+	fails int              // failures in a row
+	skip  int              // ticks left to wait after a failure
 }
 
 // keepLoop keeps the dispatch stream from being empty between deliveries
@@ -111,17 +111,17 @@ func (b *Bridge) tend(ctx context.Context, k *keeping) error {
 }
 
 // tidy removes the keepers this bridge's newest one replaced: once, every
-// keeper but the newest (those stopped bridges left), then its own
+// keeper stored before it (those stopped bridges left), then its own
 // previous one by its sequence.
 func (b *Bridge) tidy(ctx context.Context, k *keeping) error {
 	if k.last == 0 {
 		return nil
 	}
-	if !k.purged {
-		if err := queue.DropOlderKeepers(ctx, k.st, b.cfg.Queue); err != nil {
+	if !k.swept {
+		if err := queue.DropOlderKeepers(ctx, k.st, b.cfg.Queue, k.last); err != nil {
 			return err
 		}
-		k.purged, k.stale = true, 0
+		k.swept, k.stale = true, 0
 	}
 	if k.stale != 0 {
 		if err := queue.DropKeeper(ctx, k.st, k.stale); err != nil {

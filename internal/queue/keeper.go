@@ -70,15 +70,30 @@ func DropKeeper(ctx context.Context, st jetstream.Stream, seq uint64) error {
 	return fmt.Errorf("queue: remove the keeper at %d: %w", seq, err)
 }
 
-// DropOlderKeepers removes every keeper but the newest: those that bridges
-// no longer running left behind. It is a purge of the keeper subject,
-// which makes the server read each block between the oldest keeper and the
-// newest, so a bridge runs it once, after its first renewal, and removes
-// its own older keepers one by one (DropKeeper).
-func DropOlderKeepers(ctx context.Context, st jetstream.Stream, c Config) error {
+// DropOlderKeepers removes every keeper stored before newest: those that
+// bridges no longer running left behind (and those of running bridges,
+// which renew theirs). It reads them by subject from the first, one
+// lookup each, so where there are none it costs one lookup; a bridge runs
+// it once, after its first renewal, and removes its own older keepers by
+// their sequence (DropKeeper). (A purge of the subject would make the
+// store read every block of the stream.)
+func DropOlderKeepers(ctx context.Context, st jetstream.Stream, c Config, newest uint64) error {
 	c = c.WithDefaults()
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.KeeperSubject()), jetstream.WithPurgeKeep(1)); err != nil {
-		return fmt.Errorf("queue: remove older keepers: %w", err)
+	for seq := uint64(1); seq < newest; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.KeeperSubject()))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("queue: look for older keepers: %w", err)
+		}
+		if m.Sequence >= newest {
+			return nil
+		}
+		if err := DropKeeper(ctx, st, m.Sequence); err != nil {
+			return err
+		}
+		seq = m.Sequence + 1
 	}
 	return nil
 }

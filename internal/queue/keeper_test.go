@@ -116,7 +116,7 @@ func TestKeep_AStreamEmptiedByEveryAckStopsReplacingItsBlockFile(t *testing.T) {
 			t.Fatalf("Keep: %v", err)
 		}
 		if i == 0 {
-			err = queue.DropOlderKeepers(ctx, st, c)
+			err = queue.DropOlderKeepers(ctx, st, c, seq)
 		} else {
 			err = queue.DropKeeper(ctx, st, last)
 		}
