@@ -486,38 +486,54 @@ func TestRun_KeepsAKeeperInTheStreamBehindWhatItPublishes(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
 	qc := queue.Config{}.WithDefaults()
-	start(t, e.newBridge(t, bridge.Config{InstanceID: "one"}))
-	start(t, e.newBridge(t, bridge.Config{InstanceID: "two"}))
-	keeper := func() (seq, keepers, last uint64) {
+	ttl := time.Second // adoption scans every third of it
+	start(t, e.newBridge(t, bridge.Config{InstanceID: "one", HeartbeatTTL: ttl}))
+	start(t, e.newBridge(t, bridge.Config{InstanceID: "two", HeartbeatTTL: ttl}))
+	gone := start(t, e.newBridge(t, bridge.Config{InstanceID: "gone", HeartbeatTTL: ttl}))
+	st, err := queue.EnsureStream(ctx, e.js, qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// keepers is each bridge's keepers, and whether one of them sits
+	// behind the last work item.
+	keepers := func() (map[string]uint64, bool) {
 		t.Helper()
-		st, err := e.js.Stream(ctx, qc.Stream)
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(qc.KeeperSubjects()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(qc.KeeperSubject()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := st.GetLastMsgForSubject(ctx, qc.KeeperSubject())
-		if err != nil {
-			return 0, 0, info.State.LastSeq
+		got := map[string]uint64{}
+		for _, b := range []string{"one", "two", "gone"} {
+			got[b] = info.State.Subjects[qc.KeeperSubject(b)]
 		}
 		w, err := st.GetLastMsgForSubject(ctx, qc.Subject)
 		if err != nil {
-			t.Fatal(err)
+			return got, false
 		}
-		return m.Sequence, info.State.Subjects[qc.KeeperSubject()], w.Sequence
+		_, err = st.GetMsg(ctx, w.Sequence+1, jetstream.WithGetMsgSubject(qc.KeeperSubjects()))
+		return got, err == nil
 	}
+	eventually(t, 10*time.Second, "each bridge's keeper", func() bool {
+		got, _ := keepers()
+		return got["one"] == 1 && got["two"] == 1 && got["gone"] == 1
+	})
+	// A bridge that stopped for good is forgotten by the others, and its
+	// keeper removed.
+	gone.stop(t)
+	eventually(t, 10*time.Second, "the stopped bridge's keeper removed", func() bool {
+		got, _ := keepers()
+		return got["gone"] == 0
+	})
 	for round := range 3 {
 		e.lpush(t, pending, ids(fmt.Sprintf("dlv_%d_", round), 100))
 		want := uint64(100 * (round + 1))
 		eventually(t, 10*time.Second, "the round's work items in the stream", func() bool { return e.streamMsgs(t) == want })
-		// A renewal follows the bridges' publishes, so the newest keeper
-		// sits behind them, in the stream's newest block; each running
-		// bridge keeps at most one.
+		// A renewal follows the bridges' publishes, so a keeper sits
+		// behind them, in the stream's newest block; each running bridge
+		// keeps one.
 		eventually(t, 10*time.Second, "a keeper stored after the work items", func() bool {
-			seq, keepers, last := keeper()
-			return keepers >= 1 && keepers <= 2 && seq > last
+			got, behind := keepers()
+			return behind && got["one"] == 1 && got["two"] == 1
 		})
 	}
 }
@@ -526,8 +542,8 @@ func TestRun_RenewsTheKeeperOnceAfterABacklogNotWhileMovingIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	qc := queue.Config{}.WithDefaults()
-	// Every renewal is a publish on the keeper's subject.
-	renewals, err := e.nc.SubscribeSync(qc.KeeperSubject())
+	// Every renewal is a publish on the bridge's keeper subject.
+	renewals, err := e.nc.SubscribeSync(qc.KeeperSubjects())
 	if err != nil {
 		t.Fatal(err)
 	}

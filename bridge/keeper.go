@@ -9,11 +9,11 @@ import (
 	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
-// keepEvery is how often a bridge renews the dispatch stream's keeper
+// keepEvery is how often a bridge renews its keeper in the dispatch stream
 // (queue.Keep) while it keeps up with dispatch:pending: how long, at most,
 // an emptied stream replaces its block file after the store moved on to a
-// new one. A renewal is one small publish and the removal of the keeper
-// before it by its sequence.
+// new one. A renewal is one purge of the bridge's keeper subject and one
+// small publish.
 const keepEvery = 250 * time.Millisecond
 
 // keepBackoffMax bounds, in ticks, the wait after failed renewals (30 s).
@@ -22,31 +22,29 @@ const keepBackoffMax = 120
 // keeping is the keeper loop's state.
 type keeping struct {
 	st    jetstream.Stream // looked up once, again after a failure
-	last  uint64           // this bridge's newest keeper (0: none yet)
-	stale uint64           // its previous one, still to remove (0: none)
-	swept bool             // older keepers (stopped bridges') removed, once
+	kept  bool             // a renewal succeeded
 	seen  uint64           // publishes counted at the last renewal
 	fails int              // failures in a row
 	skip  int              // ticks left to wait after a failure
 }
 
 // keepLoop keeps the dispatch stream from being empty between deliveries
-// (queue.Keep explains why) until ctx ends. It renews the keeper only when
-// this bridge published since the last renewal and has caught up with
-// dispatch:pending (its last move came back short and what it moved is
-// published): then the stream is about to be emptied by the engines' acks,
-// and the renewal lands behind everything queued, in the newest block.
-// While the bridge moves a backlog in full batches the stream is not about
-// to be empty, and renewing would only make the store load old blocks to
-// remove old keepers (about 10 MiB more peak memory in a drain of 100,000
-// deliveries); the renewal after the backlog does it once. An idle queue
-// costs nothing.
+// (internal/queue/keeper.go explains why) until ctx ends. It renews the
+// keeper only when this bridge published since the last renewal and has
+// caught up with dispatch:pending (its last move came back short and what
+// it moved is published): then the stream is about to be emptied by the
+// engines' acks, and the renewal lands behind everything queued, in the
+// newest block. While the bridge moves a backlog in full batches the
+// stream is not about to be empty, and renewing would only make the store
+// load old blocks to remove old keepers (about 10 MiB more peak memory in
+// a drain of 100,000 deliveries); the renewal after the backlog does it
+// once. An idle queue costs nothing.
 //
 // A failed renewal is only slower storage. It is retried with a backoff
-// (up to 30 s), and logged at warn level from the third failure in a row
-// (a NATS user without the permissions docs/operations.md lists, say). A
-// previous keeper that could not be removed is removed before any new one
-// is published, so failures never pile keepers up.
+// (up to 30 s), and logged at warn level once, at the third failure in a
+// row (a NATS user without the permissions docs/operations.md lists, say).
+// Each renewal removes all of this bridge's keepers before it stores a
+// new one, so failures never pile keepers up.
 func (b *Bridge) keepLoop(ctx context.Context) {
 	t := time.NewTicker(keepEvery)
 	defer t.Stop()
@@ -85,9 +83,13 @@ func (b *Bridge) keepLoop(ctx context.Context) {
 	}
 }
 
-// tend removes what is left to remove of this bridge's older keepers, then
-// renews the keeper when it is due (see keepLoop).
+// tend renews the keeper when it is due (see keepLoop): it removes this
+// bridge's keepers, then stores a new one.
 func (b *Bridge) tend(ctx context.Context, k *keeping) error {
+	published := b.published.Load() + b.requeued.Load()
+	if (k.kept && published == k.seen) || !b.caughtUp.Load() {
+		return nil
+	}
 	if k.st == nil {
 		st, err := b.js.Stream(ctx, b.cfg.Queue.Stream)
 		if err != nil {
@@ -95,39 +97,25 @@ func (b *Bridge) tend(ctx context.Context, k *keeping) error {
 		}
 		k.st = st
 	}
-	if err := b.tidy(ctx, k); err != nil {
+	if err := queue.DropKeepers(ctx, k.st, b.cfg.Queue, b.cfg.InstanceID); err != nil {
 		return err
 	}
-	published := b.published.Load() + b.requeued.Load()
-	if (k.last != 0 && published == k.seen) || !b.caughtUp.Load() {
-		return nil
-	}
-	seq, err := queue.Keep(ctx, b.js, b.cfg.Queue)
-	if err != nil {
+	if err := queue.Keep(ctx, b.js, b.cfg.Queue, b.cfg.InstanceID); err != nil {
 		return err
 	}
-	k.stale, k.last, k.seen = k.last, seq, published
-	return b.tidy(ctx, k)
+	k.kept, k.seen = true, published
+	return nil
 }
 
-// tidy removes the keepers this bridge's newest one replaced: once, every
-// keeper stored before it (those stopped bridges left), then its own
-// previous one by its sequence.
-func (b *Bridge) tidy(ctx context.Context, k *keeping) error {
-	if k.last == 0 {
-		return nil
+// dropKeeper removes the keeper of owner, a bridge this one forgot
+// (adoptOrphans): it stopped for good. A failure leaves one small message
+// in the stream, which a hand-back removes; it is logged, not returned.
+func (b *Bridge) dropKeeper(ctx context.Context, owner string) {
+	st, err := b.js.Stream(ctx, b.cfg.Queue.Stream)
+	if err == nil {
+		err = queue.DropKeepers(ctx, st, b.cfg.Queue, owner)
 	}
-	if !k.swept {
-		if err := queue.DropOlderKeepers(ctx, k.st, b.cfg.Queue, k.last); err != nil {
-			return err
-		}
-		k.swept, k.stale = true, 0
+	if err != nil {
+		b.log.Debug("keeper of a forgotten bridge not removed", "bridge", owner, "err", err)
 	}
-	if k.stale != 0 {
-		if err := queue.DropKeeper(ctx, k.st, k.stale); err != nil {
-			return err
-		}
-		k.stale = 0
-	}
-	return nil
 }

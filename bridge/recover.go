@@ -52,8 +52,12 @@ func (b *Bridge) adoptOrphans(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		if err := b.store.ForgetBridge(ctx, owner); err != nil {
+		forgot, err := b.store.ForgetBridge(ctx, owner)
+		if err != nil {
 			return total, err
+		}
+		if forgot {
+			b.dropKeeper(ctx, owner)
 		}
 	}
 	if b.cfg.AdoptLegacyProcessing {

@@ -379,7 +379,7 @@ func TestBusy_AFastSubscriptionsTurnedAwayDeliveriesWaitWithoutAWakeUp(t *testin
 			if err != nil {
 				break
 			}
-			if m.Subject != e.qc.KeeperSubject() {
+			if !e.qc.IsKeeper(m.Subject) {
 				published = append(published, m.Subject)
 			}
 		}

@@ -290,8 +290,8 @@ func (h *handback) walk(ctx context.Context, s jetstream.Stream, filter string) 
 		if h.afterRead != nil {
 			h.afterRead(m.Sequence)
 		}
-		if m.Subject == h.qc.KeeperSubject() {
-			// The stream's keeper (queue.Keep): no work, and nothing
+		if h.qc.IsKeeper(m.Subject) {
+			// A bridge's keeper (queue.Keep): no work, and nothing
 			// renews it while jetrelay is stopped.
 			if err := h.delete(ctx, s, m.Sequence); err != nil {
 				return unhandled, fmt.Errorf("handback: remove the keeper %d: %w", m.Sequence, err)

@@ -98,7 +98,7 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	w.publish(t, queue.NewHeldCheckMsg(w.qc, "whsub_paused000001", time.Now().Add(time.Minute)))
 	// The keeper a bridge keeps in the stream: not work, removed, and not
 	// counted as left behind.
-	if _, err := queue.Keep(ctx, w.js, w.qc); err != nil {
+	if err := queue.Keep(ctx, w.js, w.qc, "bridge-1"); err != nil {
 		t.Fatal(err)
 	}
 	// A bridge stopped between its move out of dispatch:pending and the

@@ -26,8 +26,8 @@ func TestWatchQueue_StreamMessagesLeaveTheKeepersOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range 2 {
-		if _, err := queue.Keep(ctx, js, qc); err != nil {
+	for _, bridge := range []string{"one", "two"} {
+		if err := queue.Keep(ctx, js, qc, bridge); err != nil {
 			t.Fatal(err)
 		}
 	}

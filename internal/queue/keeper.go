@@ -2,15 +2,14 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The keeper: one message the dispatch stream always holds, so that it is
-// never empty.
+// The keeper: messages that keep the dispatch stream from being empty.
 //
 // JetStream's file store keeps a stream in block files and writes new
 // messages to the last one. When an ack removes the only message of the
@@ -25,77 +24,64 @@ import (
 // tail in the acks' and publishes' latency.
 //
 // A block that still holds another message is not removed: the ack then
-// appends a small delete record to the last block instead. So the bridge
-// keeps a keeper message on KeeperSubject, which no consumer reads, and
-// renews it (Keep, then DropKeeper of the one before) while it keeps up
-// with its intake, which is when the stream is about to be emptied: the
-// last block fills and the store moves on to a new one every few thousand
-// messages, and a renewed keeper lands in the new last block. Between a
-// new block and the next renewal the old behaviour returns, for at most
-// one renewal period.
+// appends a small delete record to the last block instead. So each bridge
+// keeps one keeper message, on a subject of its own (KeeperSubject) that
+// no consumer reads, and renews it while it keeps up with its intake,
+// which is when the stream is about to be emptied: the last block fills
+// and the store moves on to a new one every few thousand messages, and a
+// renewed keeper lands in the new last block. Between a new block and the
+// next renewal the old behaviour returns, for at most one renewal period
+// of the bridge's own publishes (wake-ups and released holds, which the
+// engines publish, fill blocks too).
 //
-// The keeper is not work: it carries no delivery id, the counts jetrelay
-// reports leave it out (StoredMsgs), and a hand-back removes it. Each
-// running bridge keeps one; a bridge starting removes those that stopped
-// bridges left (DropOlderKeepers).
+// A renewal first removes the bridge's keepers (DropKeepers), then stores
+// a new one (Keep). Removing them all by subject never touches anything
+// else, whatever happened to the stream meanwhile, and also removes one
+// whose publish was stored but not acknowledged. It also takes the
+// subject's count to zero, so the store's index of the subject starts
+// afresh with the new keeper: a subject whose count never reaches zero
+// keeps pointing lookups at the first block it was seen in, and makes
+// each of them read the blocks after it. For the moment between the two
+// the stream may hold no keeper of this bridge: at most one block file
+// replaced.
+//
+// The keepers are not work: they carry no delivery id, the counts jetrelay
+// reports leave them out (StoredMsgs), and a hand-back removes them. A
+// bridge that adopts a stopped bridge's processing list and forgets it
+// removes its keeper too.
 
-// KeeperSubject is the subject of the stream's keeper message.
-func (c Config) KeeperSubject() string { return c.WithDefaults().Subject + ".keep" }
+// KeeperSubject is the subject of bridge instanceID's keeper message.
+func (c Config) KeeperSubject(instanceID string) string {
+	return c.KeeperSubjects()[:len(c.KeeperSubjects())-1] + SubjectToken(instanceID)
+}
 
-// Keep publishes a new keeper and returns its stream sequence. The caller
-// removes its previous keeper once the new one is stored (DropKeeper), so
-// the stream is never without one.
-func Keep(ctx context.Context, js jetstream.JetStream, c Config) (uint64, error) {
+// KeeperSubjects is the wildcard that matches every bridge's keeper.
+func (c Config) KeeperSubjects() string { return c.WithDefaults().Subject + ".keep.>" }
+
+// Keep stores a new keeper for bridge instanceID (see DropKeepers for
+// the one before).
+func Keep(ctx context.Context, js jetstream.JetStream, c Config, instanceID string) error {
 	c = c.WithDefaults()
 	// No Nats-Msg-Id: the dedupe window would absorb a renewal.
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: c.KeeperSubject()}, jetstream.WithExpectStream(c.Stream))
-	if err != nil {
-		return 0, fmt.Errorf("queue: publish the keeper: %w", err)
-	}
-	return ack.Sequence, nil
-}
-
-// DropKeeper removes the keeper stored at seq. One already gone (removed
-// by DropOlderKeepers, a hand-back, or a recreated stream) is fine.
-func DropKeeper(ctx context.Context, st jetstream.Stream, seq uint64) error {
-	err := st.DeleteMsg(ctx, seq)
-	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	// The server reports a sequence already gone as a failed deletion
-	// ("no message found"), not as ErrMsgNotFound: check the stream.
-	if _, gerr := st.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	return fmt.Errorf("queue: remove the keeper at %d: %w", seq, err)
-}
-
-// DropOlderKeepers removes every keeper stored before newest: those that
-// bridges no longer running left behind (and those of running bridges,
-// which renew theirs). It reads them by subject from the first, one
-// lookup each, so where there are none it costs one lookup; a bridge runs
-// it once, after its first renewal, and removes its own older keepers by
-// their sequence (DropKeeper). (A purge of the subject would make the
-// store read every block of the stream.)
-func DropOlderKeepers(ctx context.Context, st jetstream.Stream, c Config, newest uint64) error {
-	c = c.WithDefaults()
-	for seq := uint64(1); seq < newest; {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.KeeperSubject()))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("queue: look for older keepers: %w", err)
-		}
-		if m.Sequence >= newest {
-			return nil
-		}
-		if err := DropKeeper(ctx, st, m.Sequence); err != nil {
-			return err
-		}
-		seq = m.Sequence + 1
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: c.KeeperSubject(instanceID)}, jetstream.WithExpectStream(c.Stream)); err != nil {
+		return fmt.Errorf("queue: publish the keeper: %w", err)
 	}
 	return nil
+}
+
+// DropKeepers removes bridge instanceID's keepers: before its renewal,
+// and for a bridge that stopped for good.
+func DropKeepers(ctx context.Context, st jetstream.Stream, c Config, instanceID string) error {
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.KeeperSubject(instanceID))); err != nil {
+		return fmt.Errorf("queue: remove the keeper of %s: %w", instanceID, err)
+	}
+	return nil
+}
+
+// IsKeeper reports whether subject is a keeper's.
+func (c Config) IsKeeper(subject string) bool {
+	w := c.KeeperSubjects()
+	return strings.HasPrefix(subject, w[:len(w)-1])
 }
 
 // StoredMsgs is the number of messages stored in the dispatch stream other
@@ -103,10 +89,14 @@ func DropOlderKeepers(ctx context.Context, st jetstream.Stream, c Config, newest
 // stream info, so a renewal cannot fall between them.
 func StoredMsgs(ctx context.Context, st jetstream.Stream, c Config) (uint64, error) {
 	c = c.WithDefaults()
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.KeeperSubject()))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.KeeperSubjects()))
 	if err != nil {
 		return 0, fmt.Errorf("queue: stream %s info: %w", c.Stream, err)
 	}
+	var keepers uint64
+	for _, n := range info.State.Subjects {
+		keepers += n
+	}
 	n := info.State.Msgs
-	return n - min(n, info.State.Subjects[c.KeeperSubject()]), nil
+	return n - min(n, keepers), nil
 }

@@ -86,7 +86,7 @@ func TestEnsureStream_CreatesAnUnlimitedFileWorkQueueAndIsIdempotent(t *testing.
 		t.Fatal(err)
 	}
 	c := info.Config
-	want := []string{"jetrelay.dispatch", "jetrelay.dispatch.sched.>", "jetrelay.dispatch.held.>", "jetrelay.dispatch.ordered.>", "jetrelay.dispatch.keep"}
+	want := []string{"jetrelay.dispatch", "jetrelay.dispatch.sched.>", "jetrelay.dispatch.held.>", "jetrelay.dispatch.ordered.>", "jetrelay.dispatch.keep.>"}
 	if c.Retention != jetstream.WorkQueuePolicy || c.Storage != jetstream.FileStorage || !c.AllowMsgSchedules ||
 		c.Duplicates != 2*time.Minute || !slices.Equal(c.Subjects, want) {
 		t.Errorf("stream config = %+v", c)

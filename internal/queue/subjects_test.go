@@ -43,7 +43,8 @@ func TestConfig_WaitingSubjectsSitUnderTheDispatchSubject(t *testing.T) {
 		c.HeldSubject("s.1", "d1"): "jetrelay.dispatch.held.~cy4x.d1",
 		c.HeldSubjects("s1"):       "jetrelay.dispatch.held.s1.>",
 		c.HeldSubjects(""):         "jetrelay.dispatch.held.>",
-		c.KeeperSubject():          "jetrelay.dispatch.keep",
+		c.KeeperSubject("b.1"):     "jetrelay.dispatch.keep.~Yi4x",
+		c.KeeperSubjects():         "jetrelay.dispatch.keep.>",
 	}
 	for got, want := range cases {
 		if got != want {

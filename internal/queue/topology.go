@@ -18,13 +18,13 @@ import (
 // delete pending wake-ups and held deliveries, which are the only copy of
 // that work. c.MaxMsgs and c.MaxBytes are enforced by the bridge instead
 // (back-pressure before it moves new ids out of Redis, see CheckRoom), so a
-// full stream slows intake and never evicts anything. It also holds one
-// keeper message (keeper.go), so that it is never empty.
+// full stream slows intake and never evicts anything. It also holds a
+// keeper message per bridge (keeper.go), so that it is never empty.
 func StreamConfig(c Config) jetstream.StreamConfig {
 	c = c.WithDefaults()
 	return jetstream.StreamConfig{
 		Name:              c.Stream,
-		Subjects:          []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects(""), c.OrderedSubjects(), c.KeeperSubject()},
+		Subjects:          []string{c.Subject, c.ScheduleSubjects(), c.HeldSubjects(""), c.OrderedSubjects(), c.KeeperSubjects()},
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           jetstream.FileStorage,
 		Discard:           jetstream.DiscardOld,

@@ -176,7 +176,7 @@ func (s *soak) streamPlaces(ctx context.Context, sp *keyspace, places map[string
 			return fmt.Errorf("read stream message %d: %w", seq, err)
 		}
 		seq = m.Sequence + 1
-		if m.Header.Get(queue.HeldCheckHeader) != "" || m.Subject == qc.KeeperSubject() {
+		if m.Header.Get(queue.HeldCheckHeader) != "" || qc.IsKeeper(m.Subject) {
 			continue
 		}
 		id := string(m.Data)

@@ -272,13 +272,14 @@ return redis.call('SREM', KEYS[1], ARGV[1])
 
 // ForgetBridge removes instanceID from BridgesSet if its heartbeat expired
 // and its processing list is empty, so the registry does not grow with every
-// pod name a deployment ever used.
-func (s *Store) ForgetBridge(ctx context.Context, instanceID string) error {
+// pod name a deployment ever used. It reports whether it did.
+func (s *Store) ForgetBridge(ctx context.Context, instanceID string) (bool, error) {
 	keys := []string{BridgesSet, HeartbeatKey(instanceID), ProcessingList(instanceID)}
-	if err := forgetBridgeLua.Run(ctx, s.rdb, keys, instanceID).Err(); err != nil {
-		return fmt.Errorf("forget bridge %s: %w", strconv.Quote(instanceID), err)
+	n, err := forgetBridgeLua.Run(ctx, s.rdb, keys, instanceID).Int()
+	if err != nil {
+		return false, fmt.Errorf("forget bridge %s: %w", strconv.Quote(instanceID), err)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // requeueRetryBatchLua is the reference service's REQUEUE_RETRY_BATCH_LUA

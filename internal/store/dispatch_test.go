@@ -41,8 +41,8 @@ func TestDispatch_MovesAdoptsAndForgetsBridgesByTheirKeys(t *testing.T) {
 	if n, alive, err := st.Adopt(ctx, ProcessingList("alive"), ProcessingList("me"), HeartbeatKey("alive"), 10); err != nil || alive || n != 1 {
 		t.Errorf("Adopt of a dead bridge's list = %d, alive %v, %v; want its one id", n, alive, err)
 	}
-	if err := st.ForgetBridge(ctx, "alive"); err != nil {
-		t.Fatal(err)
+	if forgot, err := st.ForgetBridge(ctx, "alive"); err != nil || !forgot {
+		t.Fatalf("ForgetBridge of a dead bridge with an empty list = %v, %v; want forgotten", forgot, err)
 	}
 	if members, _ := st.BridgeIDs(ctx); slices.Contains(members, "alive") {
 		t.Errorf("jetrelay:bridges = %q still lists the dead bridge with an empty list", members)
