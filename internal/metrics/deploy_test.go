@@ -20,7 +20,6 @@ import (
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/mgmt"
-	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/reconcile"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/internal/testenv"
@@ -38,17 +37,8 @@ var (
 // real Redis, after one call of each engine.Observer method (and each kind of decision).
 func exposedNames(t *testing.T) map[string]bool {
 	t.Helper()
-	_, _, js := testenv.NATS(t)
+	js, qc := dispatchQueue(t)
 	rdb := testenv.Redis(t).Client
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	qc := queue.Config{}.WithDefaults()
-	if _, err := queue.EnsureStream(ctx, js, qc); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := queue.EnsureConsumer(ctx, js, qc); err != nil {
-		t.Fatal(err)
-	}
 	m := New(Options{ScrapeTimeout: 5 * time.Second})
 	m.WatchQueue(js, qc)
 	m.WatchWaiting(js, qc)

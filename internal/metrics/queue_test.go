@@ -5,11 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
-func TestWatchQueue_StreamMessagesLeaveTheKeepersOut(t *testing.T) {
+// dispatchQueue starts a JetStream server with the dispatch stream and its
+// consumer, as a running jetrelay has them.
+func dispatchQueue(t *testing.T) (jetstream.JetStream, queue.Config) {
+	t.Helper()
 	_, _, js := testenv.NATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -20,6 +25,13 @@ func TestWatchQueue_StreamMessagesLeaveTheKeepersOut(t *testing.T) {
 	if _, err := queue.EnsureConsumer(ctx, js, qc); err != nil {
 		t.Fatal(err)
 	}
+	return js, qc
+}
+
+func TestWatchQueue_StreamMessagesLeaveTheKeepersOut(t *testing.T) {
+	js, qc := dispatchQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	// Two work items, and the keepers of two bridges.
 	for _, id := range []string{"d1", "d2"} {
 		if _, err := js.PublishMsg(ctx, queue.NewMsg(qc.Subject, id)); err != nil {
