@@ -284,6 +284,14 @@ func (s *Server) Stop() error {
 	return err
 }
 
+// Running reports whether the server's process is running: false after
+// Stop or Kill, or when it died on its own.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.proc.exited()
+}
+
 // Kill ends the server with SIGKILL, as a crash would, and waits for it to
 // exit. The data directory is kept so Restart can recover from the AOF.
 func (s *Server) Kill() error {

@@ -242,6 +242,7 @@ func (s *soak) check(ctx context.Context) error {
 	if r.Duplicates > r.DuplicateBound {
 		r.violate(CheckDuplicates, "", fmt.Sprintf("%d duplicate 2xx receipts, more than the %d sends in flight around the faults", r.Duplicates, r.DuplicateBound))
 	}
+	r.Checked = true
 	return nil
 }
 

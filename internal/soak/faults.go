@@ -81,9 +81,9 @@ func (s *soak) inject(ctx context.Context, f Fault) (disruptive bool, err error)
 		if err := s.redis.Kill(); err != nil {
 			return true, err
 		}
-		if err := sleep(ctx, f.Down); err != nil {
-			return true, nil
-		}
+		// Restarted even when the phase ends first: admin and the
+		// settlement need Redis.
+		sleep(ctx, f.Down)
 		return true, s.redis.Restart(context.WithoutCancel(ctx))
 	case RestartNATS, KillNATS:
 		n := s.nats.nodes[f.Target%len(s.nats.nodes)]

@@ -33,9 +33,12 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "Rendered by `go tool task soak -- --seed %d --duration %s --report docs/reliability.md` on %s.\n"+
 		"The same seed draws the same faults, endpoint behaviour and pacing (`internal/soak`).\n\n",
 		r.Seed, r.Duration, time.Now().UTC().Format("2006-01-02"))
-	if r.OK() {
+	switch {
+	case !r.Checked:
+		b.WriteString("**Verdict: none.** The run stopped before its deliveries were checked.\n\n")
+	case r.OK():
 		b.WriteString("**Verdict: every check held.**\n\n")
-	} else {
+	default:
 		var failed []string
 		for _, v := range r.Violations {
 			failed = append(failed, fmt.Sprintf("`%s` ×%d", v.Check, v.Count))

@@ -76,6 +76,9 @@ type Report struct {
 	Reenabled int `json:"reenabled_while_settling"`
 
 	Violations []Violation `json:"violations,omitempty"`
+	// Checked says the deliveries were checked; a run that stopped before
+	// (a server that could not be brought back) found nothing either way.
+	Checked bool `json:"checked"`
 
 	mu  sync.Mutex
 	idx map[string]int
@@ -108,8 +111,8 @@ func (r *Report) violate(check, id, detail string) {
 	}
 }
 
-// OK reports whether every check held.
-func (r *Report) OK() bool { return len(r.Violations) == 0 }
+// OK reports whether the checks ran and every one held.
+func (r *Report) OK() bool { return r.Checked && len(r.Violations) == 0 }
 
 // DuplicateRate is duplicate 2xx per delivery.
 func (r *Report) DuplicateRate() float64 {
@@ -139,7 +142,10 @@ func (r *Report) Summary() string {
 	for _, h := range r.HandbackResults {
 		fmt.Fprintf(&b, "handback: %s\n", h)
 	}
-	if r.OK() {
+	switch {
+	case !r.Checked:
+		b.WriteString("NOT CHECKED: the run stopped before its deliveries were checked; the counts above are not findings\n")
+	case r.OK():
 		b.WriteString("every check held\n")
 	}
 	for _, v := range r.Violations {

@@ -372,6 +372,17 @@ func (s *soak) checkCounter(ctx context.Context, sp *keyspace, subID string, fla
 // every delivery is final or the deadline passes.
 func (s *soak) settle(ctx context.Context) error {
 	s.recv.setAll(ModeHealthy)
+	if !s.redis.Running() {
+		s.logf("settling: redis-server is not running; starting it")
+		if err := s.redis.Restart(ctx); err != nil {
+			return err
+		}
+	}
+	for _, sp := range s.spaces {
+		if err := awaitRedis(ctx, sp.rdb, redisPatience); err != nil {
+			return fmt.Errorf("soak: redis-server did not answer while settling: %w", err)
+		}
+	}
 	for _, n := range s.nats.nodes {
 		if !n.proc.running() {
 			if err := n.proc.start(); err != nil {
@@ -427,6 +438,33 @@ func (s *soak) settle(ctx context.Context) error {
 	}
 	s.rep.Settled = time.Since(settleStart)
 	return nil
+}
+
+// redisPatience is how long settlement waits for Redis to answer after the
+// last fault: a restarted redis-server loads its AOF first, and a client
+// whose dials failed while it was down keeps returning the last dial error
+// until its pool's own probe (once a second) reaches the server again.
+const redisPatience = 30 * time.Second
+
+// awaitRedis waits until rdb answers a PING, for at most patience.
+func awaitRedis(ctx context.Context, rdb *redis.Client, patience time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, patience)
+	defer cancel()
+	var last error
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer in %s: %w", patience, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // activate sets a subscription ACTIVE as admin's PATCH does, unless it is;
