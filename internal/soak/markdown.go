@@ -54,7 +54,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 - **Load**: events written exactly as admin writes them (` + "`internal/admin`" + `, the writer of ` + "`jetrelay events emit`" + `), at a steady rate; each fans out to every subscription.
 - **Receivers**: a real HTTP server on loopback; each subscription's endpoint verifies ` + "`X-Cycles-Signature`" + ` (` + "`transport/receive`" + `) and, period by period as the seed draws it, answers 200, 500 or 503, answers slowly (half within a second, half after the sender's 2 s timeout) or black-holes the connection. A receipt is a signed 2xx answered to a sender that was still waiting.
 - **Faults**, one after the other every 1–3 s: SIGKILL, SIGTERM and SIGSTOP (longer than AckWait) of replicas, SIGKILL and SIGTERM of the bridge and of the embedded process, SIGKILL of redis-server, restarts and SIGKILL of nats-server nodes, SIGKILL of the stream's leader (found with the JetStream API), subscriptions paused, resumed, disabled and re-enabled (admin's write), operator requeues (` + "`jetrelay deliveries requeue --status FAILED --subscription`" + `), and in the middle of the run, after every endpoint answered 503 for 4 s, a rollback: every jetrelay stopped, ` + "`jetrelay handback`" + ` on both keyspaces, a check that every open delivery is in the reference's Redis keys, and a switch-over (jetrelay started again).
-- **Settlement**: the faults stop, every endpoint answers 200, every subscription is set ACTIVE, and the soak waits (with a deadline) until every delivery is final. Then every delivery is checked.
+- **Settlement**: the faults stop, redis-server is started again if it is down and the soak waits until Redis answers, every endpoint answers 200, every subscription is set ACTIVE, and the soak waits (with a deadline) until every delivery is final. Then every delivery is checked.
 
 `)
 	b.WriteString("## The run\n\n| | |\n|---|---|\n")
@@ -88,6 +88,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	b.WriteString("\n## Checks\n\n| check | what must hold | result |\n|---|---|---|\n")
 	for _, c := range checkNames {
 		result := "held"
+		if !r.Checked {
+			result = "not checked"
+		}
 		for _, v := range r.Violations {
 			if v.Check == c.check {
 				result = fmt.Sprintf("**violated ×%d**: %s (%s)", v.Count, strings.ReplaceAll(v.Detail, "|", "\\|"), strings.Join(v.IDs, ", "))

@@ -76,8 +76,10 @@ type Report struct {
 	Reenabled int `json:"reenabled_while_settling"`
 
 	Violations []Violation `json:"violations,omitempty"`
-	// Checked says the deliveries were checked; a run that stopped before
-	// (a server that could not be brought back) found nothing either way.
+	// Checked says the deliveries were checked. A run that stopped before
+	// (a server that could not be brought back) says nothing about them;
+	// the violations it recorded on the way (shutdown, counters, handback)
+	// still stand.
 	Checked bool `json:"checked"`
 
 	mu  sync.Mutex
@@ -144,7 +146,7 @@ func (r *Report) Summary() string {
 	}
 	switch {
 	case !r.Checked:
-		b.WriteString("NOT CHECKED: the run stopped before its deliveries were checked; the counts above are not findings\n")
+		b.WriteString("NOT CHECKED: the run stopped before its deliveries were checked; the delivery counts above are not findings, and any VIOLATION below was found before it stopped\n")
 	case r.OK():
 		b.WriteString("every check held\n")
 	}

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,5 +58,28 @@ func TestAwaitRedis_WaitsOutAKillAndTheClientsDialErrors(t *testing.T) {
 	got, err := rdb.Get(ctx, "webhook:sub_1").Result()
 	if err != nil || got != "kept" {
 		t.Fatalf("after awaitRedis: Get = %q, %v; want the record written before the kill", got, err)
+	}
+}
+
+// A run that stopped before its checks must not read as a pass, in the
+// terminal or in docs/reliability.md.
+func TestReport_UncheckedRunIsNotAPass(t *testing.T) {
+	r := &Report{Seed: 44, Duration: 10 * time.Minute, Faults: map[Kind]int{KillRedis: 1}}
+	if r.OK() {
+		t.Fatal("OK() for a run whose checks never ran")
+	}
+	if sum := r.Summary(); !strings.Contains(sum, "NOT CHECKED") || strings.Contains(sum, "every check held") {
+		t.Fatalf("summary of an unchecked run:\n%s", sum)
+	}
+	var md strings.Builder
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "Verdict: none") || strings.Contains(md.String(), "| held |") {
+		t.Fatalf("markdown of an unchecked run:\n%s", md.String())
+	}
+	r.Checked = true
+	if !r.OK() || !strings.Contains(r.Summary(), "every check held") {
+		t.Fatalf("a checked run without violations:\n%s", r.Summary())
 	}
 }

@@ -443,7 +443,9 @@ func (s *soak) settle(ctx context.Context) error {
 // redisPatience is how long settlement waits for Redis to answer after the
 // last fault: a restarted redis-server loads its AOF first, and a client
 // whose dials failed while it was down keeps returning the last dial error
-// until its pool's own probe (once a second) reaches the server again.
+// until its pool's own probe (once a second) reaches the server again. The
+// pool turns to that once PoolSize dials have failed, counted across every
+// outage of the run, so long runs meet it and the 20 s CI runs seldom do.
 const redisPatience = 30 * time.Second
 
 // awaitRedis waits until rdb answers a PING, for at most patience.
