@@ -55,6 +55,7 @@ type profiledDrain struct {
 	n       int
 	wall    time.Duration
 	cpu     time.Duration // this process's CPU, the receivers' included
+	heap    heapCounts    // allocated and GC cycles in this process, the receivers' included
 	profile *profileSummary
 	floors  map[string]floor // step → the step alone
 }
@@ -177,13 +178,13 @@ func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profil
 	defer env.close()
 	freshMemory()
 	prof := startCaseProfile()
-	u0 := resourcesNow()
+	u0, h0 := resourcesNow(), heapNow()
 	if err := env.start(ctx); err != nil {
 		prof.stopBy(costStepOf)
 		return nil, err
 	}
 	err = awaitDrained(ctx, env, f, o.deliveries, o.settle)
-	u1 := resourcesNow()
+	u1, h1 := resourcesNow(), heapNow()
 	summary := prof.stopBy(costStepOf)
 	if err != nil {
 		return nil, err
@@ -191,14 +192,23 @@ func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profil
 	if summary == nil {
 		return nil, errors.New("no CPU profile (is --cpuprofile set? the cost model profiles the drain itself)")
 	}
-	in := &profiledDrain{n: o.deliveries, wall: u1.at.Sub(u0.at), cpu: u1.cpu - u0.cpu, profile: summary}
-	b.stepf("  %d deliveries in %s, %.0f µs of this process's CPU per delivery (receivers included)", in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	in := &profiledDrain{n: o.deliveries, wall: u1.at.Sub(u0.at), cpu: u1.cpu - u0.cpu, heap: h1.sub(h0), profile: summary}
+	b.stepf("  %d deliveries in %s, %.0f µs of this process's CPU per delivery (receivers included), %s",
+		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n), in.allocated())
 	// The engine is idle now: the floors are measured on the same
 	// servers and records.
 	if in.floors, err = measureFloors(ctx, b, env, f, load); err != nil {
 		return nil, fmt.Errorf("floors: %w", err)
 	}
 	return in, nil
+}
+
+// allocated says what the drain allocated per delivery and how many GC
+// cycles that took.
+func (in *profiledDrain) allocated() string {
+	n := float64(max(in.n, 1))
+	return fmt.Sprintf("%.1f KiB in %.0f objects allocated per delivery, %d GC cycles",
+		float64(in.heap.bytes)/1024/n, float64(in.heap.objects)/n, in.heap.cycles)
 }
 
 func (o *outsideFigures) commandsPer() float64 {

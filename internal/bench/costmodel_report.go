@@ -36,6 +36,9 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+
 		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
 		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
+	fmt.Fprintf(&b, "The Go heap in the same window (runtime/metrics, this process, receivers included): %s. "+
+		"Unlike CPU time these counts do not move with the machine's load, so they show a cut of a few per cent that the CPU "+
+		"figures' spread hides (the receivers' share is the same in every run).\n\n", in.allocated())
 	b.WriteString("| step | µs of CPU per delivery | share | the step alone (floor) | what it covers |\n|---|---:|---:|---:|---|\n")
 	ps := in.profile
 	perSample := float64(in.cpu.Microseconds()) / float64(max(ps.samples, 1)) / float64(max(in.n, 1))
@@ -124,8 +127,8 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 	b.WriteString(ps.table(12)[strings.Index(ps.table(12), "\n| hottest")+1:])
 
 	summary := fmt.Sprintf("outside: jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n"+
-		"profiled: jetrelay's side %.0f µs per delivery\n",
-		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay)
+		"profiled: jetrelay's side %.0f µs per delivery; %s\n",
+		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay, in.allocated())
 	return &benchReport{title: "jetrelay cost model", section: costModelSection, summary: summary + "\n" + b.String(), doc: b.String()}
 }
 

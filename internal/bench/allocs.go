@@ -1,0 +1,35 @@
+package bench
+
+import "runtime/metrics"
+
+// heapCounts are the Go runtime's cumulative allocation and GC counters
+// (runtime/metrics). Unlike CPU time they do not depend on how busy the
+// machine is: the bytes and objects one delivery allocates change only
+// when the code (or how deliveries happen to batch) does, so a cut of a
+// few per cent shows where a CPU figure's run-to-run spread would hide it.
+type heapCounts struct {
+	bytes, objects, cycles uint64
+}
+
+var heapSamples = []string{"/gc/heap/allocs:bytes", "/gc/heap/allocs:objects", "/gc/cycles/total:gc-cycles"}
+
+// heapNow reads heapCounts; a counter the runtime does not know reads 0.
+func heapNow() heapCounts {
+	s := make([]metrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	return heapCounts{bytes: v(0), objects: v(1), cycles: v(2)}
+}
+
+// sub is the change from a to h.
+func (h heapCounts) sub(a heapCounts) heapCounts {
+	return heapCounts{bytes: h.bytes - a.bytes, objects: h.objects - a.objects, cycles: h.cycles - a.cycles}
+}
