@@ -225,15 +225,26 @@ type TraceSnapshot struct {
 // id order; re-emitting an event with the same id enqueues nothing.
 // Unreadable subscription records are skipped, as admin skips them.
 func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, deliveryIDs []string, err error) {
+	eventID, deliveryIDs, _, err = w.EmitTimed(ctx, e, trace)
+	return eventID, deliveryIDs, err
+}
+
+// EmitTimed is Emit that also says when the event's first delivery began
+// to be enqueued: the wall-clock moment just before its
+// SaveAndEnqueueOnceLua call was sent, after the event was saved and the
+// subscriptions were read. It is where an enqueue → receipt latency
+// starts (the benchmark's), so admin's own writes before it are not
+// counted as the dispatcher's. It is zero when nothing was enqueued.
+func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, deliveryIDs []string, enqueued time.Time, err error) {
 	if e.TraceID == "" {
 		e.TraceID = trace.TraceID
 	}
 	if e, err = w.save(ctx, e); err != nil {
-		return "", nil, err
+		return "", nil, time.Time{}, err
 	}
 	ids, err := w.candidates(ctx, e.TenantID)
 	if err != nil {
-		return e.EventID, nil, err
+		return e.EventID, nil, time.Time{}, err
 	}
 	gets := make([]*redis.StringCmd, len(ids))
 	if _, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -242,7 +253,7 @@ func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventI
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return e.EventID, nil, fmt.Errorf("admin: read subscriptions: %w", err)
+		return e.EventID, nil, time.Time{}, fmt.Errorf("admin: read subscriptions: %w", err)
 	}
 	traceID := trace.TraceID
 	if traceID == "" {
@@ -267,15 +278,21 @@ func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventI
 			TraceFlags:              trace.TraceFlags,
 			TraceparentInboundValid: trace.InboundValid,
 		}
+		if enqueued.IsZero() {
+			enqueued = time.Now()
+		}
 		queued, err := w.enqueueOnce(ctx, d)
 		if err != nil {
-			return e.EventID, deliveryIDs, err
+			return e.EventID, deliveryIDs, enqueued, err
 		}
 		if queued {
 			deliveryIDs = append(deliveryIDs, d.DeliveryID)
 		}
 	}
-	return e.EventID, deliveryIDs, nil
+	if len(deliveryIDs) == 0 {
+		enqueued = time.Time{}
+	}
+	return e.EventID, deliveryIDs, enqueued, nil
 }
 
 // candidates is admin's SMEMBERS webhooks:{tenant} ∪ SMEMBERS

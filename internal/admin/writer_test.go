@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -410,5 +411,87 @@ func TestDeleteSubscription_RemovesRecordSecretAndIndexEntries(t *testing.T) {
 	}
 	if err := w.DeleteSubscription(ctx, id); !errors.Is(err, ErrSubscriptionNotFound) {
 		t.Fatalf("second delete: %v, want ErrSubscriptionNotFound", err)
+	}
+}
+
+// enqueueWatch is a go-redis hook that remembers when admin's last command
+// before the enqueue finished and when the first enqueue was sent.
+type enqueueWatch struct {
+	mu                     sync.Mutex
+	lastBefore, firstEnqAt time.Time
+}
+
+func (h *enqueueWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *enqueueWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		enq := isEnqueue(cmd)
+		h.mu.Lock()
+		if enq && h.firstEnqAt.IsZero() {
+			h.firstEnqAt = time.Now()
+		}
+		h.mu.Unlock()
+		err := next(ctx, cmd)
+		h.mu.Lock()
+		if !enq && h.firstEnqAt.IsZero() {
+			h.lastBefore = time.Now()
+		}
+		h.mu.Unlock()
+		return err
+	}
+}
+
+func (h *enqueueWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		if h.firstEnqAt.IsZero() {
+			h.lastBefore = time.Now()
+		}
+		h.mu.Unlock()
+		return err
+	}
+}
+
+// isEnqueue: SaveAndEnqueueOnceLua, whose first key is a delivery record.
+func isEnqueue(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 3 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && strings.HasPrefix(argString(args[3]), "delivery:")
+}
+
+func argString(v any) string { s, _ := v.(string); return s }
+
+func TestEmitTimed_EnqueueTimeIsAfterAdminsOwnWritesAndBeforeTheEnqueue(t *testing.T) {
+	w, rdb := newWriter(t, false)
+	ctx := ctxT(t)
+	mustCreate(t, w, Subscription{ID: "whsub_a", TenantID: "acme", URL: "https://x", EventTypes: []string{"budget.exhausted"}})
+	mustCreate(t, w, Subscription{ID: "whsub_b", TenantID: "acme", URL: "https://x", EventTypes: []string{"budget.exhausted"}})
+	watch := &enqueueWatch{}
+	rdb.(*redis.Client).AddHook(watch)
+
+	e := Event{EventID: "evt_timed", EventType: "budget.exhausted", TenantID: "acme"}
+	_, ids, enqueued, err := w.EmitTimed(ctx, e, TraceSnapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("enqueued %v, want both subscriptions' deliveries", ids)
+	}
+	watch.mu.Lock()
+	lastBefore, firstEnq := watch.lastBefore, watch.firstEnqAt
+	watch.mu.Unlock()
+	if lastBefore.IsZero() || firstEnq.IsZero() {
+		t.Fatalf("the hook saw no save (%v) or no enqueue (%v)", lastBefore, firstEnq)
+	}
+	// The event save and the subscription reads are done before the clock
+	// starts; the first enqueue is sent after it.
+	if enqueued.Before(lastBefore) || enqueued.After(firstEnq) {
+		t.Fatalf("enqueue time %v is not between admin's last read (%v) and the first enqueue (%v)", enqueued, lastBefore, firstEnq)
+	}
+
+	// The same event again enqueues nothing: no enqueue time.
+	_, ids, enqueued, err = w.EmitTimed(ctx, e, TraceSnapshot{})
+	if err != nil || len(ids) != 0 || !enqueued.IsZero() {
+		t.Fatalf("re-emit: ids %v, enqueue time %v, err %v; want none, zero, nil", ids, enqueued, err)
 	}
 }

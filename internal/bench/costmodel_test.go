@@ -73,6 +73,13 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}
 	}
+	// The drain's Go heap is counted: a delivery allocates kilobytes (its
+	// records, the request, the receiver's side) in hundreds of objects.
+	if m := regexp.MustCompile(`: ([0-9.]+) KiB in ([0-9]+) objects allocated per delivery, [0-9]+ GC cycles`).FindStringSubmatch(doc); m == nil {
+		t.Errorf("document gives no allocation per delivery:\n%s", doc)
+	} else if kib, _ := strconv.ParseFloat(m[1], 64); kib < 1 || kib > 1024 {
+		t.Errorf("%s KiB allocated per delivery: not a per-delivery figure", m[1])
+	}
 	// The steps at their floor are summed, or the report says none was.
 	if !regexp.MustCompile(`At their floor in this run: .*Every other step takes|No step was at its floor in this run`).MatchString(doc) {
 		t.Errorf("document neither sums the steps at their floor nor says none was:\n%s", doc)

@@ -370,7 +370,7 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 	for _, ep := range endpoints {
 		seen := map[string]bool{}
 		for _, d := range ep.Deliveries() {
-			t0, ok := load.at[d.EventID]
+			t0, ok := load.enqueued[d.EventID]
 			if !ok || seen[d.EventID] || d.Status != 200 {
 				continue
 			}

@@ -75,7 +75,9 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 		"(accepts the connection, never answers) and a **slow** endpoint (answers 200 after %s). %d deliveries are queued to each: "+
 		"%.0f %% before the healthy stream starts, as fast as admin can write them, the rest spread over the stream.\n\n"+
 		"Throughput is the healthy subscriptions' SUCCESS records per second, from the first enqueue to the last `completed_at`; "+
-		"latency is from the moment admin's `Emit` began to the receiver's receipt of the request. "+
+		"latency is enqueue → receipt: from the moment admin sent the delivery's SAVE_AND_ENQUEUE_ONCE_LUA (which writes the record and pushes the id "+
+		"onto dispatch:pending) to the receiver's receipt of the request (earlier runs of this document measured it from the moment `Emit` began, "+
+		"admin's event save and subscription reads included). "+
 		"Throughput cannot exceed the offered rate, so the ratio says whether the healthy subscriptions kept up, and the latency "+
 		"whether they waited behind the bad ones.\n\n",
 		o.healthySubs, o.rate, ms(o.healthyEvery()), o.duration, o.slowDelay, o.badDeliveries, o.before*100)

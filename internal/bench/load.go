@@ -32,13 +32,16 @@ type emission struct {
 // emitted is what the load generator wrote, as admin reported it.
 type emitted struct {
 	mu         sync.Mutex
-	at         map[string]time.Time // event id → when its Emit began (the enqueue time)
+	at         map[string]time.Time // event id → when its Emit began
+	enqueued   map[string]time.Time // event id → when its first delivery's enqueue (SaveAndEnqueueOnceLua) was sent
 	deliveries []string             // delivery ids admin enqueued
 	first      time.Time            // first Emit began
 	maxLag     time.Duration        // worst delay of an Emit behind its schedule
 }
 
-func newEmitted() *emitted { return &emitted{at: make(map[string]time.Time)} }
+func newEmitted() *emitted {
+	return &emitted{at: make(map[string]time.Time), enqueued: make(map[string]time.Time)}
+}
 
 // emit writes spec.events events with admin's Emit (SAVE_EVENT_LUA, then
 // SAVE_AND_ENQUEUE_ONCE_LUA and LPUSH dispatch:pending for every matching
@@ -108,13 +111,16 @@ func emitOne(ctx context.Context, w *admin.Writer, spec emission, n int, due tim
 		Actor: &proto.Actor{Type: "api_key", KeyID: "key_bench"}, Source: "cycles-server",
 		Data: data, TraceID: proto.NewTraceID(),
 	}
-	id, deliveries, err := w.Emit(ctx, ev, admin.TraceSnapshot{})
+	id, deliveries, enqueued, err := w.EmitTimed(ctx, ev, admin.TraceSnapshot{})
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	into.mu.Lock()
 	defer into.mu.Unlock()
 	into.at[id] = began
+	if !enqueued.IsZero() {
+		into.enqueued[id] = enqueued
+	}
 	into.deliveries = append(into.deliveries, deliveries...)
 	if into.first.IsZero() || began.Before(into.first) {
 		into.first = began
