@@ -63,7 +63,10 @@ type perfResult struct {
 func (r *perfResult) line() string {
 	s := fmt.Sprintf("%d/%d delivered, %.0f/s", r.succeeded, r.expected, r.throughput)
 	if r.latency {
-		s += fmt.Sprintf(", latency p50 %s p95 %s p99 %s (from Emit's start: p50 %s p99 %s)", ms(r.p50), ms(r.p95), ms(r.p99), ms(r.emitP50), ms(r.emitP99))
+		s += fmt.Sprintf(", latency p50 %s p95 %s p99 %s", ms(r.p50), ms(r.p95), ms(r.p99))
+		if r.emitP99 > 0 {
+			s += fmt.Sprintf(" (from Emit's start: p50 %s p99 %s)", ms(r.emitP50), ms(r.emitP99))
+		}
 	}
 	s += fmt.Sprintf(", CPU %.2f cores (+ redis %.2f), peak RSS %.0f MiB", r.cores(), r.redisCores(), float64(r.peakRSS)/(1<<20))
 	if r.child {
