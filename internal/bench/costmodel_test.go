@@ -102,3 +102,23 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 		}
 	}
 }
+
+// The performance profiles set the bench's own loops apart from jetrelay:
+// admin's writes, the reference loop and the ceiling's POSTs are named by
+// the package they live in, not by the commands they call.
+func TestComponentOf_SetsTheBenchsOwnLoopsApart(t *testing.T) {
+	for _, tc := range []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"syscall.write", "github.com/redis/go-redis/v9.(*baseClient).process", "github.com/jetrelay/jetrelay/internal/admin.(*Writer).Emit", "github.com/jetrelay/jetrelay/internal/bench.emitOne", "github.com/jetrelay/jetrelay/internal/bench.emit.func1"}, "load generator (admin writes)"},
+		{[]string{"github.com/redis/go-redis/v9.(*Client).BRPop", "github.com/jetrelay/jetrelay/internal/bench.runReferenceLoop"}, "sequential reference loop"},
+		{[]string{"net/http.(*Client).Do", "github.com/jetrelay/jetrelay/internal/bench.ceilingWorker"}, "ceiling POST loop"},
+		{[]string{"syscall.write", "github.com/redis/go-redis/v9.(*baseClient).process", "github.com/jetrelay/jetrelay/engine.(*Engine).process"}, "engine"},
+		{[]string{"syscall.read", "github.com/redis/go-redis/v9.(*apShard).flusher"}, "go-redis connections"},
+	} {
+		if got := componentOf(tc.stack); got != tc.want {
+			t.Errorf("componentOf(… %q) = %q, want %q", tc.stack[len(tc.stack)-1], got, tc.want)
+		}
+	}
+}
