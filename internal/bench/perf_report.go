@@ -199,8 +199,8 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 				bound: fmt.Sprintf("latency, not throughput: at 1,000/s the machine is %.0f %% busy (%.2f + %.2f cores); the tail is the time a delivery waits between the hops "+
 					"(admin's LPUSH → the bridge's move → JetStream → the engine's pull → Redis reads → POST) while the CPUs are shared by everything. "+
 					"At this rate each delivery costs %.0f µs of CPU (process + redis-server), against %s when draining a backlog: most of it is fixed per-wake-up work "+
-					"(the bridge's and the engine's loops waking for one or two ids at a time); see the profile (the bridge's share).",
-					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued"))),
+					"(the bridge's and the engine's loops waking for one or two ids at a time); see the profile (the bridge's share).%s",
+					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued")), loadGeneratorShare(r)),
 			})
 		} else {
 			out = append(out, perfTarget{what: fmt.Sprintf("p99 enqueue → receipt at %.0f/s (reported, no target)", rate),
@@ -428,4 +428,20 @@ func (r *perfResult) pool() string {
 		return fmt.Sprintf("a pool of %d to %d workers", r.minWorkers, r.workers)
 	}
 	return fmt.Sprintf("%d workers", r.workers)
+}
+
+// loadGeneratorShare says how much of a case's process CPU admin's
+// simulated writes took, from its profile: CPU the machine's other work
+// competes with here, which in production runs elsewhere.
+func loadGeneratorShare(r *perfResult) string {
+	if r.profile == nil || r.profile.samples == 0 {
+		return ""
+	}
+	n := r.profile.components["load generator (admin writes)"]
+	if n == 0 {
+		return ""
+	}
+	share := float64(n) / float64(r.profile.samples)
+	return fmt.Sprintf(" Admin's simulated writes, which run elsewhere in production, took %.0f %% of this process's samples (about %.2f cores) and their scripts a share of redis-server's.",
+		100*share, share*r.cores())
 }
