@@ -229,12 +229,14 @@ func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventI
 	return eventID, deliveryIDs, err
 }
 
-// EmitTimed is Emit that also says when the event's first delivery began
-// to be enqueued: the wall-clock moment just before its
-// SaveAndEnqueueOnceLua call was sent, after the event was saved and the
+// EmitTimed is Emit that also says when the first delivery it enqueued
+// was sent: the wall-clock moment just before that delivery's
+// SaveAndEnqueueOnceLua call, after the event was saved and the
 // subscriptions were read. It is where an enqueue → receipt latency
 // starts (the benchmark's), so admin's own writes before it are not
 // counted as the dispatcher's. It is zero when nothing was enqueued.
+// Deliveries are enqueued one after another, so a later one's enqueue
+// comes after this moment by the round trips of those before it.
 func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, deliveryIDs []string, enqueued time.Time, err error) {
 	if e.TraceID == "" {
 		e.TraceID = trace.TraceID
@@ -278,19 +280,17 @@ func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (e
 			TraceFlags:              trace.TraceFlags,
 			TraceparentInboundValid: trace.InboundValid,
 		}
-		if enqueued.IsZero() {
-			enqueued = time.Now()
-		}
+		sent := time.Now()
 		queued, err := w.enqueueOnce(ctx, d)
 		if err != nil {
 			return e.EventID, deliveryIDs, enqueued, err
 		}
 		if queued {
+			if enqueued.IsZero() {
+				enqueued = sent
+			}
 			deliveryIDs = append(deliveryIDs, d.DeliveryID)
 		}
-	}
-	if len(deliveryIDs) == 0 {
-		enqueued = time.Time{}
 	}
 	return e.EventID, deliveryIDs, enqueued, nil
 }

@@ -3,15 +3,19 @@ package bench
 import "runtime/metrics"
 
 // heapCounts are the Go runtime's cumulative allocation and GC counters
-// (runtime/metrics). Unlike CPU time they do not depend on how busy the
-// machine is: the bytes and objects one delivery allocates change only
-// when the code (or how deliveries happen to batch) does, so a cut of a
-// few per cent shows where a CPU figure's run-to-run spread would hide it.
+// (runtime/metrics). They depend far less than CPU time on how busy the
+// machine is: the bytes and objects one delivery allocates change with
+// the code and, a little, with how deliveries happen to batch (about 2 %
+// between runs), so a cut of several per cent shows where a CPU figure's
+// run-to-run spread of a fifth or more would hide it.
 type heapCounts struct {
 	bytes, objects, cycles uint64
 }
 
-var heapSamples = []string{"/gc/heap/allocs:bytes", "/gc/heap/allocs:objects", "/gc/cycles/total:gc-cycles"}
+// The objects are /gc/heap/allocs:objects, which counts a block of tiny
+// objects once, plus /gc/heap/tiny/allocs:objects, the tiny objects in
+// them: every allocation, as runtime.MemStats.Mallocs counts them.
+var heapSamples = []string{"/gc/heap/allocs:bytes", "/gc/heap/allocs:objects", "/gc/heap/tiny/allocs:objects", "/gc/cycles/total:gc-cycles"}
 
 // heapNow reads heapCounts; a counter the runtime does not know reads 0.
 func heapNow() heapCounts {
@@ -26,7 +30,7 @@ func heapNow() heapCounts {
 		}
 		return s[i].Value.Uint64()
 	}
-	return heapCounts{bytes: v(0), objects: v(1), cycles: v(2)}
+	return heapCounts{bytes: v(0), objects: v(1) + v(2), cycles: v(3)}
 }
 
 // sub is the change from a to h.

@@ -37,8 +37,8 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 		"decoded inside a Redis read is JSON, the round trip is the read); a step's µs are its share of the samples × the process's CPU ÷ deliveries.\n\n",
 		in.n, in.wall.Round(time.Millisecond), perDelivery(in.cpu, in.n))
 	fmt.Fprintf(&b, "The Go heap in the same window (runtime/metrics, this process, receivers included): %s. "+
-		"Unlike CPU time these counts do not move with the machine's load, so they show a cut of a few per cent that the CPU "+
-		"figures' spread hides (the receivers' share is the same in every run).\n\n", in.allocated())
+		"These counts move far less than CPU time with the machine's load (about 2 %% between runs, where CPU figures move by a fifth or more), "+
+		"so they show a cut of several per cent that the CPU figures' spread hides (the receivers' share is the same in every run).\n\n", in.allocated())
 	b.WriteString("| step | µs of CPU per delivery | share | the step alone (floor) | what it covers |\n|---|---:|---:|---:|---|\n")
 	ps := in.profile
 	perSample := float64(in.cpu.Microseconds()) / float64(max(ps.samples, 1)) / float64(max(in.n, 1))

@@ -111,7 +111,7 @@ func TestComponentOf_SetsTheBenchsOwnLoopsApart(t *testing.T) {
 		stack []string
 		want  string
 	}{
-		{[]string{"syscall.write", "github.com/redis/go-redis/v9.(*baseClient).process", "github.com/jetrelay/jetrelay/internal/admin.(*Writer).Emit", "github.com/jetrelay/jetrelay/internal/bench.emitOne", "github.com/jetrelay/jetrelay/internal/bench.emit.func1"}, "load generator (admin writes)"},
+		{[]string{"syscall.write", "github.com/redis/go-redis/v9.(*baseClient).process", "github.com/jetrelay/jetrelay/internal/admin.(*Writer).EmitTimed", "github.com/jetrelay/jetrelay/internal/bench.emitOne", "github.com/jetrelay/jetrelay/internal/bench.emit.func1"}, "load generator (admin writes)"},
 		{[]string{"github.com/redis/go-redis/v9.(*Client).BRPop", "github.com/jetrelay/jetrelay/internal/bench.runReferenceLoop"}, "sequential reference loop"},
 		{[]string{"net/http.(*Client).Do", "github.com/jetrelay/jetrelay/internal/bench.ceilingWorker"}, "ceiling POST loop"},
 		{[]string{"syscall.write", "github.com/redis/go-redis/v9.(*baseClient).process", "github.com/jetrelay/jetrelay/engine.(*Engine).process"}, "engine"},

@@ -376,7 +376,7 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 			}
 			seen[d.EventID] = true
 			lat = append(lat, d.At.Sub(t0))
-			h.received = append(h.received, healthyLatency{emitted: t0, latency: d.At.Sub(t0)})
+			h.received = append(h.received, healthyLatency{enqueued: t0, latency: d.At.Sub(t0)})
 		}
 	}
 	slices.Sort(lat)
@@ -387,11 +387,11 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 	return h, nil
 }
 
-// healthyLatency is when a healthy delivery was emitted and how long it took to
-// reach its receiver.
+// healthyLatency is when a healthy delivery's event was first enqueued and
+// how long the delivery took from then to reach its receiver.
 type healthyLatency struct {
-	emitted time.Time
-	latency time.Duration
+	enqueued time.Time
+	latency  time.Duration
 }
 
 // percentile is the nearest-rank percentile of sorted durations.

@@ -31,7 +31,7 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 		fmt.Fprintf(&t, "| %s | %s | %s | %s | %s |\n", what, va, vb, cmp, target)
 	}
 	row("deliveries SUCCESS / expected", fmt.Sprintf("%d / %d", a.healthy.succeeded, a.healthy.expected), fmt.Sprintf("%d / %d", b.healthy.succeeded, b.healthy.expected), "", "all")
-	row("throughput (deliveries/s, first enqueue → last SUCCESS)", fmt.Sprintf("%.1f", a.healthy.throughput), fmt.Sprintf("%.1f", b.healthy.throughput),
+	row("throughput (deliveries/s, first Emit → last SUCCESS)", fmt.Sprintf("%.1f", a.healthy.throughput), fmt.Sprintf("%.1f", b.healthy.throughput),
 		fmt.Sprintf("%.3f", ratio), fmt.Sprintf("≥ %.2f: %s", targetThroughputRatio, verdict(tputOK)))
 	row("latency p50 (enqueue → receipt)", ms(a.healthy.p50), ms(b.healthy.p50), "", "")
 	row("latency p95", ms(a.healthy.p95), ms(b.healthy.p95), "", "")
@@ -74,10 +74,11 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 		"auto-disable after 10 failed deliveries): a **dead** endpoint (a closed port: connection refused), a **black hole** "+
 		"(accepts the connection, never answers) and a **slow** endpoint (answers 200 after %s). %d deliveries are queued to each: "+
 		"%.0f %% before the healthy stream starts, as fast as admin can write them, the rest spread over the stream.\n\n"+
-		"Throughput is the healthy subscriptions' SUCCESS records per second, from the first enqueue to the last `completed_at`; "+
-		"latency is enqueue → receipt: from the moment admin sent the delivery's SAVE_AND_ENQUEUE_ONCE_LUA (which writes the record and pushes the id "+
-		"onto dispatch:pending) to the receiver's receipt of the request (earlier runs of this document measured it from the moment `Emit` began, "+
-		"admin's event save and subscription reads included). "+
+		"Throughput is the healthy subscriptions' SUCCESS records per second, from the start of admin's first `Emit` to the last `completed_at`; "+
+		"latency is enqueue → receipt: from the moment admin sent the event's first SAVE_AND_ENQUEUE_ONCE_LUA (which writes a delivery record and pushes its id "+
+		"onto dispatch:pending) to the receiver's receipt of the request. Each healthy event goes to every healthy subscription, whose deliveries admin enqueues "+
+		"one after another, so a later subscription's latency also holds admin's enqueues of the ones before it; earlier runs of this document measured it "+
+		"from the moment `Emit` began, admin's event save and subscription reads included. "+
 		"Throughput cannot exceed the offered rate, so the ratio says whether the healthy subscriptions kept up, and the latency "+
 		"whether they waited behind the bad ones.\n\n",
 		o.healthySubs, o.rate, ms(o.healthyEvery()), o.duration, o.slowDelay, o.badDeliveries, o.before*100)

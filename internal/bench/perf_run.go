@@ -206,7 +206,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	writer, emitters := env.admin, p.o.emitters
 	if c.every > 0 {
 		// A fixed rate needs no batching from the writers, and a batch
-		// would add its wait to the latency measured from Emit's start.
+		// would add its wait to the enqueue script's round trip, which the
+		// latency counts.
 		writer, emitters = env.direct, p.o.rateEmitters
 	}
 	spec := emission{tenants: f.tenants, eventType: healthyEventType, events: c.events, every: c.every, workers: emitters, data: eventData(p.o.eventBytes)}

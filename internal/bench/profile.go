@@ -59,9 +59,9 @@ type profileSummary struct {
 // stack in which the engine calls go-redis is the engine's. The order puts
 // the more specific owners first.
 var profileComponents = []struct{ name, marker string }{
-	{"load generator (admin writes)", "jetrelay/internal/bench.emit"},
-	{"sequential reference loop", "jetrelay/internal/bench.runReferenceLoop"},
-	{"ceiling POST loop", "jetrelay/internal/bench.ceilingWorker"},
+	{"load generator (admin writes)", "jetrelay/jetrelay/internal/bench.emit"},
+	{"sequential reference loop", "jetrelay/jetrelay/internal/bench.runReferenceLoop"},
+	{"ceiling POST loop", "jetrelay/jetrelay/internal/bench.ceilingWorker"},
 	{"engine", "jetrelay/jetrelay/engine."},
 	{"bridge", "jetrelay/jetrelay/bridge."},
 	{"receivers (HTTP server side)", "net/http.(*conn).serve"},

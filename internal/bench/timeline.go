@@ -60,10 +60,10 @@ func (env *benchEnv) timeline(ctx context.Context, start time.Time, every time.D
 
 // timelineTable renders every n-th workSample as Markdown, with rates and
 // the healthy deliveries' p99 latency between the rows shown (of those
-// emitted in that period; received are those emitted since start).
+// enqueued in that period; received are those enqueued since start).
 func timelineTable(samples []workSample, n int, start time.Time, received []healthyLatency) string {
 	var b strings.Builder
-	b.WriteString("| t | dispatch:pending (Redis) | stream, not yet handed out | ack-pending | waiting in JetStream | moved from dispatch:pending /s | came back (wake-ups, redeliveries) /s | healthy received /s | healthy p99 (emitted in the period) |\n")
+	b.WriteString("| t | dispatch:pending (Redis) | stream, not yet handed out | ack-pending | waiting in JetStream | moved from dispatch:pending /s | came back (wake-ups, redeliveries) /s | healthy received /s | healthy p99 (enqueued in the period) |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var prev workSample
 	for i, s := range samples {
@@ -72,7 +72,7 @@ func timelineTable(samples []workSample, n int, start time.Time, received []heal
 		}
 		var lat []time.Duration
 		for _, r := range received {
-			if at := r.emitted.Sub(start); at > prev.at && at <= s.at {
+			if at := r.enqueued.Sub(start); at > prev.at && at <= s.at {
 				lat = append(lat, r.latency)
 			}
 		}
