@@ -38,7 +38,7 @@ func (s *soak) faults(ctx context.Context) error {
 		}
 		if disruptive {
 			s.wmu.Lock()
-			s.windows = append(s.windows, window{from: from, to: exposureEnd(f.Kind, from)})
+			s.windows = append(s.windows, window{from: from, to: exposureEnd(f.Kind, from, time.Now())})
 			s.wmu.Unlock()
 		}
 		s.rep.Faults[f.Kind]++
@@ -132,17 +132,24 @@ func (s *soak) inject(ctx context.Context, f Fault) (disruptive bool, err error)
 
 // exposureEnd is when the sends a fault can repeat stop being at risk: a
 // killed process's sends are the ones in flight at the kill; a stopped one
-// drains first; an outage of Redis or NATS, or a frozen replica, puts every
-// send at risk until it is over.
-func exposureEnd(k Kind, from time.Time) time.Time {
+// drains first; an outage of NATS, or a frozen replica, puts every send at
+// risk until it is over. An outage of Redis lasts a little longer for the
+// engine than for the server: a go-redis pool whose dials failed keeps
+// returning the last dial error until its own probe, once a second, reaches
+// the restarted server, so an outcome write can still fail (and its send be
+// repeated) up to a second after the restart; the window keeps a second
+// more for a loaded machine.
+func exposureEnd(k Kind, from, over time.Time) time.Time {
 	const margin = 250 * time.Millisecond
 	switch k {
 	case KillReplica, KillBridge, KillEmbedded:
 		return from.Add(margin)
 	case TermReplica, TermBridge, TermEmbedded, Handback:
 		return from.Add(drainTimeout + margin)
+	case KillRedis:
+		return over.Add(2 * time.Second)
 	}
-	return time.Now()
+	return over
 }
 
 // bounce stops a jetrelay process (SIGKILL or SIGTERM by the fault's kind)

@@ -414,7 +414,11 @@ func (s *soak) settle(ctx context.Context) error {
 			for _, ep := range sp.eps {
 				changed, err := s.activate(ctx, sp, ep.subID)
 				if err != nil {
-					return err
+					// Redis answered before this loop began; a failure
+					// now is transient and the deadline still bounds
+					// the wait, so it is retried on the next pass.
+					s.logf("settling: re-enabling %s: %v", ep.subID, err)
+					continue
 				}
 				if changed {
 					s.rep.Reenabled++
