@@ -62,7 +62,7 @@ func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testi
 	}
 	newcomer := func(sub string) *handling {
 		d := &proto.Delivery{DeliveryID: "d-" + sub, SubscriptionID: sub, EventID: "e"}
-		return &handling{rec: &store.DeliveryRecord{Delivery: d}, now: now, log: e.log}
+		return &handling{rec: &store.DeliveryRecord{Delivery: d}, now: now, log: newHandlingLog(e.log, d.DeliveryID)}
 	}
 	if s, held := e.waitBehind(newcomer("fast"), false); held {
 		t.Errorf("a fast subscription's newcomer was held behind its old line (settlement %+v); want it to ask for a slot", s)
@@ -102,7 +102,7 @@ func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *t
 	}
 	handlingFor := func(sub string, ln *line) *handling {
 		d := &proto.Delivery{DeliveryID: "d-" + sub, SubscriptionID: sub, EventID: "e"}
-		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: e.log, line: ln}
+		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: newHandlingLog(e.log, d.DeliveryID), line: ln}
 	}
 	floor := e.cfg.BusyWaitMin
 

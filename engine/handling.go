@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -24,7 +23,7 @@ type handling struct {
 	// ctx carries the handling's attempt span once it has started (a
 	// per-call value, like an http.Request's context).
 	ctx context.Context
-	log *slog.Logger
+	log handlingLog
 	// logTraced: log already carries trace_id (attempt adds the outbound
 	// one), so report must not add it a second time.
 	logTraced bool

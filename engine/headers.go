@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"log/slog"
-
-	"github.com/jetrelay/jetrelay/proto"
-)
+import "github.com/jetrelay/jetrelay/proto"
 
 // HeaderDropObserver is an optional extension of Observer: an Observer that
 // implements it is told of every reserved custom header left out of a send.
@@ -19,7 +15,7 @@ type HeaderDropObserver interface {
 // as the reference does since 0.1.25.18. Failing instead would turn a
 // harmless stored "Content-Type" into a subscription disabled after
 // disable_after_failures deliveries.
-func (e *Engine) customHeaders(log *slog.Logger, lab Labels, headers map[string]string) map[string]string {
+func (e *Engine) customHeaders(log *handlingLog, lab Labels, headers map[string]string) map[string]string {
 	kept, dropped := proto.DropReservedHeaders(headers)
 	if len(dropped) == 0 {
 		return kept

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"log/slog"
 	"strings"
 
 	"github.com/jetrelay/jetrelay/proto"
@@ -9,7 +8,7 @@ import (
 
 // checkPayload runs the validator on ev: a warning and a metric per broken
 // rule, never a refusal (the reference delivers such events too).
-func (e *Engine) checkPayload(log *slog.Logger, ev *proto.Event) {
+func (e *Engine) checkPayload(log *handlingLog, ev *proto.Event) {
 	rules := proto.PayloadViolations(ev)
 	if len(rules) == 0 {
 		return

@@ -51,7 +51,7 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
-	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: e.log.With("delivery_id", id), line: q.line, item: q}
+	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: newHandlingLog(e.log, id), line: q.line, item: q}
 	s := settleInLine(h, e.safeProcess(h))
 	e.busy.done(q.parked)
 	if s.kind == settleParked {
@@ -90,7 +90,7 @@ func (e *Engine) quarantineItem(ctx context.Context, m jetstream.Msg, cause erro
 // process runs the decision matrix of the reference service (contract
 // §6.2–6.7) with jetrelay's fixes, and returns how to settle the item.
 func (e *Engine) process(h *handling) settlement {
-	ctx, log := h.ctx, h.log
+	ctx := h.ctx
 	// The bridge names the delivery's event and subscription in the work
 	// item's headers: everything below is then read in one round trip.
 	route := queue.RouteOf(h.msg)
@@ -98,7 +98,7 @@ func (e *Engine) process(h *handling) settlement {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Expired or deleted: nothing left to deliver, and nothing to record.
-		log.Warn("delivery record not found; dropping work item", "outcome", "missing_record")
+		h.log.Warn("delivery record not found; dropping work item", "outcome", "missing_record")
 		return ack()
 	case errors.Is(err, store.ErrCorrupt):
 		var ce *store.CorruptError
@@ -109,14 +109,14 @@ func (e *Engine) process(h *handling) settlement {
 		if qerr := e.store.Quarantine(ctx, h.id, "corrupt_record", raw); qerr != nil {
 			return e.infraRetry(h, qerr)
 		}
-		log.Error("delivery record unreadable; quarantined in dispatch:failed", "outcome", "corrupt_record", "err", err)
+		h.log.Error("delivery record unreadable; quarantined in dispatch:failed", "outcome", "corrupt_record", "err", err)
 		return ack()
 	case err != nil:
 		return e.infraRetry(h, err)
 	}
 	h.rec = rec
 	d := rec.Delivery
-	h.log = log.With("subscription_id", d.SubscriptionID, "event_id", d.EventID)
+	h.log.with("subscription_id", d.SubscriptionID, "event_id", d.EventID)
 	h.lab = Labels{EventType: d.EventType}
 	if d.Status.Terminal() {
 		h.log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
@@ -247,12 +247,11 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	ctx, b, lab := h.ctx, h.b, h.lab
 	d, ev, sub := h.delivery(), b.Event, b.Subscription
 	attempt := d.Attempts + 1
-	h.log = h.log.With("attempt", attempt)
-	log := h.log
+	h.log.with("attempt", attempt)
 	if attempt == 1 {
 		// Once per delivery, at its first send: the reference validates on
 		// every handling, which jetrelay repeats for put-offs too.
-		e.checkPayload(log, ev)
+		e.checkPayload(&h.log, ev)
 	}
 	scheme, _, _ := strings.Cut(sub.URL, ":")
 	scheme = strings.ToLower(scheme)
@@ -266,7 +265,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		TraceID:        traceID,
 		Traceparent:    traceparent,
 		RequestID:      ev.RequestID,
-		Headers:        e.customHeaders(log, lab, sub.Headers),
+		Headers:        e.customHeaders(&h.log, lab, sub.Headers),
 		DeliveryID:     d.DeliveryID,
 		SubscriptionID: d.SubscriptionID,
 		Attempt:        attempt,
@@ -275,7 +274,8 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		req.Signature = proto.Sign(secret, b.EventRaw)
 	}
 	e.standardWebhooks(h, req, secret)
-	h.log, h.logTraced = log.With("trace_id", traceID), true
+	h.log.with("trace_id", traceID)
+	h.logTraced = true
 
 	var res transport.Result
 	e.obs.Sending(lab)

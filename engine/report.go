@@ -21,6 +21,11 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 	if !until.IsZero() {
 		untilAttrs = []attribute.KeyValue{untilAttr(until)}
 	}
+	if d.Kind == Delivered {
+		spanEvent(h.ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", d.StatusCode))
+		h.log.Log(h.ctx, slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", d.StatusCode, "latency_ms", d.Latency.Milliseconds()}, extra...)
+		return
+	}
 	args := append([]any{"reason", d.Reason}, extra...)
 	if err != "" {
 		args = append(args, "err", err)
@@ -28,20 +33,22 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 	if !until.IsZero() {
 		args = append(args, "until", until)
 	}
-	log := h.log
-	if h.rec != nil && h.delivery().TraceID != "" && d.Kind != Delivered && !h.logTraced {
-		log = log.With("trace_id", h.delivery().TraceID)
+	// The trace this line belongs to, once per line: attempt adds the
+	// outbound one to the handling's fields.
+	var traced []any
+	if h.rec != nil && h.delivery().TraceID != "" && !h.logTraced {
+		traced = []any{"trace_id", h.delivery().TraceID}
+	}
+	log := func(level slog.Level, msg string, outcome ...any) {
+		h.log.Log(h.ctx, level, msg, traced, append(outcome, args...)...)
 	}
 	switch d.Kind {
-	case Delivered:
-		spanEvent(h.ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", d.StatusCode))
-		log.Info("delivered", append([]any{"outcome", "success", "status_code", d.StatusCode, "latency_ms", d.Latency.Milliseconds()}, extra...)...)
 	case Retrying:
 		spanEvent(h.ctx, eventRetryScheduled, d.Reason, untilAttrs...)
-		log.Info("delivery attempt failed; retry scheduled", append([]any{"outcome", "retrying"}, args...)...)
+		log(slog.LevelInfo, "delivery attempt failed; retry scheduled", "outcome", "retrying")
 	case Failed, Stale:
 		spanEvent(h.ctx, eventFailed, d.Reason)
-		log.Warn("delivery failed", append([]any{"outcome", "failed"}, args...)...)
+		log(slog.LevelWarn, "delivery failed", "outcome", "failed")
 	case PutOff:
 		if d.Reason != reasonRetry {
 			// A retry's wait was reported with its failure (Retrying).
@@ -54,6 +61,6 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 		case "secret_unavailable":
 			level = slog.LevelError
 		}
-		log.Log(h.ctx, level, "delivery put off", append([]any{"outcome", "put_off"}, args...)...)
+		log(level, "delivery put off", "outcome", "put_off")
 	}
 }
