@@ -11,11 +11,13 @@ import (
 // message and reason. The engine keeps no counters of its own, and its logs
 // are the one place that says why a delivery was put off, so the bench
 // reads them instead of changing the engine. Records at info and above are
-// also written to an optional verbose writer.
+// also formatted as jetrelay's own text lines and written to the verbose
+// writer (io.Discard without -v): an in-process jetrelay pays for its log
+// lines as a real one does, and the cost model counts them.
 type logCounter struct {
 	mu     sync.Mutex
 	counts map[logKey]int
-	echo   slog.Handler // nil without -v
+	echo   slog.Handler
 }
 
 // logKey identifies a kind of log record; sub is "" for records that name no
@@ -23,11 +25,7 @@ type logCounter struct {
 type logKey struct{ sub, msg, reason string }
 
 func newLogCounter(verbose io.Writer) *logCounter {
-	lc := &logCounter{counts: make(map[logKey]int)}
-	if verbose != io.Discard {
-		lc.echo = slog.NewTextHandler(verbose, &slog.HandlerOptions{Level: slog.LevelInfo})
-	}
-	return lc
+	return &logCounter{counts: make(map[logKey]int), echo: slog.NewTextHandler(verbose, &slog.HandlerOptions{Level: slog.LevelInfo})}
 }
 
 func (lc *logCounter) logger() *slog.Logger { return slog.New(&countingHandler{lc: lc, echo: lc.echo}) }
@@ -109,7 +107,7 @@ func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
 	h.lc.mu.Lock()
 	h.lc.counts[k]++
 	h.lc.mu.Unlock()
-	if h.echo != nil && h.echo.Enabled(ctx, r.Level) {
+	if h.echo.Enabled(ctx, r.Level) {
 		return h.echo.Handle(ctx, r)
 	}
 	return nil
@@ -132,16 +130,12 @@ func (h *countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 		k = h.note(k, a)
 	}
 	c.sub, c.reason = k.sub, k.reason
-	if h.echo != nil {
-		c.echo = h.echo.WithAttrs(as)
-	}
+	c.echo = h.echo.WithAttrs(as)
 	return &c
 }
 
 func (h *countingHandler) WithGroup(name string) slog.Handler {
 	c := *h
-	if h.echo != nil {
-		c.echo = h.echo.WithGroup(name)
-	}
+	c.echo = h.echo.WithGroup(name)
 	return &c
 }
