@@ -225,28 +225,35 @@ type TraceSnapshot struct {
 // id order; re-emitting an event with the same id enqueues nothing.
 // Unreadable subscription records are skipped, as admin skips them.
 func (w *Writer) Emit(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, deliveryIDs []string, err error) {
-	eventID, deliveryIDs, _, err = w.EmitTimed(ctx, e, trace)
+	eventID, queued, err := w.EmitTimed(ctx, e, trace)
+	for _, q := range queued {
+		deliveryIDs = append(deliveryIDs, q.DeliveryID)
+	}
 	return eventID, deliveryIDs, err
 }
 
-// EmitTimed is Emit that also says when the first delivery it enqueued
-// was sent: the wall-clock moment just before that delivery's
-// SaveAndEnqueueOnceLua call, after the event was saved and the
-// subscriptions were read. It is where an enqueue → receipt latency
-// starts (the benchmark's), so admin's own writes before it are not
-// counted as the dispatcher's. It is zero when nothing was enqueued.
-// Deliveries are enqueued one after another, so a later one's enqueue
-// comes after this moment by the round trips of those before it.
-func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, deliveryIDs []string, enqueued time.Time, err error) {
+// Queued is a delivery Emit enqueued, and when: the wall-clock moment just
+// before its SaveAndEnqueueOnceLua call was sent.
+type Queued struct {
+	DeliveryID string
+	At         time.Time
+}
+
+// EmitTimed is Emit that also says when each delivery it enqueued was
+// sent: after the event was saved, the subscriptions read and the
+// deliveries before it enqueued (admin enqueues them one after another).
+// It is where an enqueue → receipt latency starts (the benchmark's), so
+// admin's own writes before it are not counted as the dispatcher's.
+func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (eventID string, queued []Queued, err error) {
 	if e.TraceID == "" {
 		e.TraceID = trace.TraceID
 	}
 	if e, err = w.save(ctx, e); err != nil {
-		return "", nil, time.Time{}, err
+		return "", nil, err
 	}
 	ids, err := w.candidates(ctx, e.TenantID)
 	if err != nil {
-		return e.EventID, nil, time.Time{}, err
+		return e.EventID, nil, err
 	}
 	gets := make([]*redis.StringCmd, len(ids))
 	if _, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -255,7 +262,7 @@ func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (e
 		}
 		return nil
 	}); err != nil && !errors.Is(err, redis.Nil) {
-		return e.EventID, nil, time.Time{}, fmt.Errorf("admin: read subscriptions: %w", err)
+		return e.EventID, nil, fmt.Errorf("admin: read subscriptions: %w", err)
 	}
 	traceID := trace.TraceID
 	if traceID == "" {
@@ -281,18 +288,15 @@ func (w *Writer) EmitTimed(ctx context.Context, e Event, trace TraceSnapshot) (e
 			TraceparentInboundValid: trace.InboundValid,
 		}
 		sent := time.Now()
-		queued, err := w.enqueueOnce(ctx, d)
+		ok, err := w.enqueueOnce(ctx, d)
 		if err != nil {
-			return e.EventID, deliveryIDs, enqueued, err
+			return e.EventID, queued, err
 		}
-		if queued {
-			if enqueued.IsZero() {
-				enqueued = sent
-			}
-			deliveryIDs = append(deliveryIDs, d.DeliveryID)
+		if ok {
+			queued = append(queued, Queued{DeliveryID: d.DeliveryID, At: sent})
 		}
 	}
-	return e.EventID, deliveryIDs, enqueued, nil
+	return e.EventID, queued, nil
 }
 
 // candidates is admin's SMEMBERS webhooks:{tenant} ∪ SMEMBERS

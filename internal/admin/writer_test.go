@@ -414,28 +414,30 @@ func TestDeleteSubscription_RemovesRecordSecretAndIndexEntries(t *testing.T) {
 	}
 }
 
-// enqueueWatch is a go-redis hook that remembers when admin's last command
-// before the enqueue finished and when the first enqueue was sent.
+// enqueueWatch records, for every command admin sends, when it was sent
+// and when its answer came, and which delivery an enqueue was for.
 type enqueueWatch struct {
-	mu                     sync.Mutex
-	lastBefore, firstEnqAt time.Time
+	mu   sync.Mutex
+	cmds []watchedCmd
+}
+
+type watchedCmd struct {
+	delivery   string // the enqueue's delivery key, "" for other commands
+	sent, done time.Time
 }
 
 func (h *enqueueWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *enqueueWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		enq := isEnqueue(cmd)
-		h.mu.Lock()
-		if enq && h.firstEnqAt.IsZero() {
-			h.firstEnqAt = time.Now()
+		c := watchedCmd{sent: time.Now()}
+		if isEnqueue(cmd) {
+			c.delivery = strings.TrimPrefix(argString(cmd.Args()[3]), "delivery:")
 		}
-		h.mu.Unlock()
 		err := next(ctx, cmd)
+		c.done = time.Now()
 		h.mu.Lock()
-		if !enq && h.firstEnqAt.IsZero() {
-			h.lastBefore = time.Now()
-		}
+		h.cmds = append(h.cmds, c)
 		h.mu.Unlock()
 		return err
 	}
@@ -443,11 +445,11 @@ func (h *enqueueWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *enqueueWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c := watchedCmd{sent: time.Now()}
 		err := next(ctx, cmds)
+		c.done = time.Now()
 		h.mu.Lock()
-		if h.firstEnqAt.IsZero() {
-			h.lastBefore = time.Now()
-		}
+		h.cmds = append(h.cmds, c)
 		h.mu.Unlock()
 		return err
 	}
@@ -461,37 +463,48 @@ func isEnqueue(cmd redis.Cmder) bool {
 
 func argString(v any) string { s, _ := v.(string); return s }
 
-func TestEmitTimed_EnqueueTimeIsAfterAdminsOwnWritesAndBeforeTheEnqueue(t *testing.T) {
+// Each delivery's enqueue time is after every command admin sent before it
+// (the event's save, the subscription reads, the enqueues of the
+// deliveries before it) and before its own enqueue was sent.
+func TestEmitTimed_EachEnqueueTimeIsAfterAdminsWritesBeforeItAndBeforeItsEnqueue(t *testing.T) {
 	w, rdb := newWriter(t, false)
 	ctx := ctxT(t)
-	mustCreate(t, w, Subscription{ID: "whsub_a", TenantID: "acme", URL: "https://x", EventTypes: []string{"budget.exhausted"}})
-	mustCreate(t, w, Subscription{ID: "whsub_b", TenantID: "acme", URL: "https://x", EventTypes: []string{"budget.exhausted"}})
+	for _, id := range []string{"whsub_a", "whsub_b", "whsub_c"} {
+		mustCreate(t, w, Subscription{ID: id, TenantID: "acme", URL: "https://x", EventTypes: []string{"budget.exhausted"}})
+	}
 	watch := &enqueueWatch{}
 	rdb.(*redis.Client).AddHook(watch)
 
 	e := Event{EventID: "evt_timed", EventType: "budget.exhausted", TenantID: "acme"}
-	_, ids, enqueued, err := w.EmitTimed(ctx, e, TraceSnapshot{})
+	_, queued, err := w.EmitTimed(ctx, e, TraceSnapshot{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != 2 {
-		t.Fatalf("enqueued %v, want both subscriptions' deliveries", ids)
+	if len(queued) != 3 {
+		t.Fatalf("enqueued %v, want the three subscriptions' deliveries", queued)
 	}
 	watch.mu.Lock()
-	lastBefore, firstEnq := watch.lastBefore, watch.firstEnqAt
+	cmds := slices.Clone(watch.cmds)
 	watch.mu.Unlock()
-	if lastBefore.IsZero() || firstEnq.IsZero() {
-		t.Fatalf("the hook saw no save (%v) or no enqueue (%v)", lastBefore, firstEnq)
+	for _, q := range queued {
+		own := slices.IndexFunc(cmds, func(c watchedCmd) bool { return c.delivery == q.DeliveryID })
+		if own < 1 {
+			t.Fatalf("the hook saw no enqueue of %s after admin's reads: %+v", q.DeliveryID, cmds)
+		}
+		if before := cmds[own-1]; q.At.Before(before.done) {
+			t.Errorf("%s: enqueue time %v is before the answer to the command sent before it (%v)", q.DeliveryID, q.At, before.done)
+		}
+		if q.At.After(cmds[own].sent) {
+			t.Errorf("%s: enqueue time %v is after its enqueue was sent (%v)", q.DeliveryID, q.At, cmds[own].sent)
+		}
 	}
-	// The event save and the subscription reads are done before the clock
-	// starts; the first enqueue is sent after it.
-	if enqueued.Before(lastBefore) || enqueued.After(firstEnq) {
-		t.Fatalf("enqueue time %v is not between admin's last read (%v) and the first enqueue (%v)", enqueued, lastBefore, firstEnq)
+	if !slices.IsSortedFunc(queued, func(a, b Queued) int { return a.At.Compare(b.At) }) {
+		t.Errorf("enqueue times out of order: %v", queued)
 	}
 
-	// The same event again enqueues nothing: no enqueue time.
-	_, ids, enqueued, err = w.EmitTimed(ctx, e, TraceSnapshot{})
-	if err != nil || len(ids) != 0 || !enqueued.IsZero() {
-		t.Fatalf("re-emit: ids %v, enqueue time %v, err %v; want none, zero, nil", ids, enqueued, err)
+	// The same event again enqueues nothing.
+	_, queued, err = w.EmitTimed(ctx, e, TraceSnapshot{})
+	if err != nil || len(queued) != 0 {
+		t.Fatalf("re-emit: %v, err %v; want nothing enqueued", queued, err)
 	}
 }

@@ -52,6 +52,17 @@ func TestBench_IsolationScenarioWritesItsDocument(t *testing.T) {
 	if !strings.Contains(stdout.String(), "## Healthy subscriptions") {
 		t.Errorf("no table on stdout:\n%s", stdout.String())
 	}
+	// Each event goes to both healthy subscriptions: each delivery's
+	// latency is found from its own enqueue, in both phases.
+	p50 := regexp.MustCompile(`\| latency p50 \(enqueue → receipt\) \| ([0-9.]+ m?s) \| ([0-9.]+ m?s) \|`).FindSubmatch(doc)
+	if p50 == nil {
+		t.Fatalf("no latency p50 row:\n%s", doc)
+	}
+	for _, v := range p50[1:] {
+		if parseShownDuration(t, string(v)) <= 0 {
+			t.Errorf("latency p50 %s: no healthy delivery's latency was measured:\n%s", v, doc)
+		}
+	}
 }
 
 // The backlog scenario with a tiny backlog: its section is written into

@@ -174,13 +174,15 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 
 	recv := receiver.New()
 	endpoints := make([]*receiver.Endpoint, o.healthySubs)
+	subIDs := make([]string, o.healthySubs) // endpoints[i]'s subscription
 	for i := range endpoints {
 		path := fmt.Sprintf("/healthy-%02d", i+1)
 		addr, err := env.serve(recv)
 		if err != nil {
 			return nil, err
 		}
-		_, secret, err := env.admin.CreateSubscription(ctx, admin.Subscription{
+		var secret string
+		subIDs[i], secret, err = env.admin.CreateSubscription(ctx, admin.Subscription{
 			TenantID: benchTenant, Name: "bench healthy " + path[1:], URL: "http://" + addr + path, EventTypes: []string{healthyEventType},
 		})
 		if err != nil {
@@ -241,7 +243,7 @@ func runIsolationPhase(ctx context.Context, b *benchContext, o *isolationOptions
 	}
 	b.stepf("  healthy stream done (%d deliveries); waiting up to %s for them to finish", len(healthyLoad.deliveries), o.settle)
 
-	res.healthy, err = awaitHealthy(ctx, env, endpoints, healthyLoad, o.settle)
+	res.healthy, err = awaitHealthy(ctx, env, endpoints, subIDs, healthyLoad, o.settle)
 	if err != nil {
 		return nil, err
 	}
@@ -330,8 +332,8 @@ func startBadEndpoints(ctx context.Context, env *benchEnv, o *isolationOptions) 
 }
 
 // awaitHealthy waits until every healthy delivery is SUCCESS (or settle
-// passes) and measures them.
-func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endpoint, load *emitted, settle time.Duration) (healthyResult, error) {
+// passes) and measures them; subIDs[i] is endpoints[i]'s subscription.
+func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endpoint, subIDs []string, load *emitted, settle time.Duration) (healthyResult, error) {
 	h := healthyResult{expected: len(load.deliveries), emitLag: load.maxLag}
 	deadline := time.Now().Add(settle)
 	var recs []*proto.Delivery
@@ -367,10 +369,10 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 	}
 
 	var lat []time.Duration
-	for _, ep := range endpoints {
+	for i, ep := range endpoints {
 		seen := map[string]bool{}
 		for _, d := range ep.Deliveries() {
-			t0, ok := load.enqueued[d.EventID]
+			t0, ok := load.enqueued[admin.DeliveryID(d.EventID, subIDs[i])]
 			if !ok || seen[d.EventID] || d.Status != 200 {
 				continue
 			}
@@ -387,8 +389,8 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 	return h, nil
 }
 
-// healthyLatency is when a healthy delivery's event was first enqueued and
-// how long the delivery took from then to reach its receiver.
+// healthyLatency is when a healthy delivery was enqueued and how long it
+// took from then to reach its receiver.
 type healthyLatency struct {
 	enqueued time.Time
 	latency  time.Duration

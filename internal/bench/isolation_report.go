@@ -75,10 +75,10 @@ func isolationReport(o *isolationOptions, a, b *phaseResult) *benchReport {
 		"(accepts the connection, never answers) and a **slow** endpoint (answers 200 after %s). %d deliveries are queued to each: "+
 		"%.0f %% before the healthy stream starts, as fast as admin can write them, the rest spread over the stream.\n\n"+
 		"Throughput is the healthy subscriptions' SUCCESS records per second, from the start of admin's first `Emit` to the last `completed_at`; "+
-		"latency is enqueue → receipt: from the moment admin sent the event's first SAVE_AND_ENQUEUE_ONCE_LUA (which writes a delivery record and pushes its id "+
+		"latency is enqueue → receipt: from the moment admin sent the delivery's SAVE_AND_ENQUEUE_ONCE_LUA (which writes its record and pushes its id "+
 		"onto dispatch:pending) to the receiver's receipt of the request. Each healthy event goes to every healthy subscription, whose deliveries admin enqueues "+
-		"one after another, so a later subscription's latency also holds admin's enqueues of the ones before it; earlier runs of this document measured it "+
-		"from the moment `Emit` began, admin's event save and subscription reads included. "+
+		"one after another: each delivery's latency starts at its own enqueue. Earlier runs of this document measured it from the moment `Emit` began "+
+		"(admin's event save, subscription reads and the enqueues before the delivery's included), then from the event's first enqueue. "+
 		"Throughput cannot exceed the offered rate, so the ratio says whether the healthy subscriptions kept up, and the latency "+
 		"whether they waited behind the bad ones.\n\n",
 		o.healthySubs, o.rate, ms(o.healthyEvery()), o.duration, o.slowDelay, o.badDeliveries, o.before*100)

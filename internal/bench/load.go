@@ -33,7 +33,7 @@ type emission struct {
 type emitted struct {
 	mu         sync.Mutex
 	at         map[string]time.Time // event id → when its Emit began
-	enqueued   map[string]time.Time // event id → when its first delivery's enqueue (SaveAndEnqueueOnceLua) was sent
+	enqueued   map[string]time.Time // delivery id → when its enqueue (SaveAndEnqueueOnceLua) was sent
 	deliveries []string             // delivery ids admin enqueued
 	first      time.Time            // first Emit began
 	maxLag     time.Duration        // worst delay of an Emit behind its schedule
@@ -111,17 +111,17 @@ func emitOne(ctx context.Context, w *admin.Writer, spec emission, n int, due tim
 		Actor: &proto.Actor{Type: "api_key", KeyID: "key_bench"}, Source: "cycles-server",
 		Data: data, TraceID: proto.NewTraceID(),
 	}
-	id, deliveries, enqueued, err := w.EmitTimed(ctx, ev, admin.TraceSnapshot{})
+	id, queued, err := w.EmitTimed(ctx, ev, admin.TraceSnapshot{})
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", eventType, err)
 	}
 	into.mu.Lock()
 	defer into.mu.Unlock()
 	into.at[id] = began
-	if !enqueued.IsZero() {
-		into.enqueued[id] = enqueued
+	for _, q := range queued {
+		into.enqueued[q.DeliveryID] = q.At
+		into.deliveries = append(into.deliveries, q.DeliveryID)
 	}
-	into.deliveries = append(into.deliveries, deliveries...)
 	if into.first.IsZero() || began.Before(into.first) {
 		into.first = began
 	}

@@ -317,10 +317,10 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 		engineDefaults(), o.emitters, o.rateEmitters, size)
 	b.WriteString("- **Throughput** is delivered deliveries per second from the start of admin's first `Emit` to the last `completed_at` of a SUCCESS record. " +
 		"It cannot exceed the rate admin writes at, which is also shown in the notes below.\n" +
-		"- **Latency** is enqueue → receipt: from the moment admin sent the event's first SAVE_AND_ENQUEUE_ONCE_LUA (the script that writes a delivery record and pushes its id onto dispatch:pending; its own round trip is counted) " +
-		"to the receiver's receipt of the request. Admin's work before it (saving the event and reading the subscriptions: four round trips under the same load) is admin's, not the dispatcher's. " +
-		"Where an event goes to several subscriptions, admin enqueues their deliveries one after another, so a later subscription's latency also holds admin's enqueues of the ones before it; " +
-		"the cases with one subscription per event (the fixed rates among them) are exact. Every emitting case's note, and the 1,000/s target, also give the latency from the moment `Emit` began, as earlier runs of this document measured it.\n" +
+		"- **Latency** is enqueue → receipt: from the moment admin sent the delivery's SAVE_AND_ENQUEUE_ONCE_LUA (the script that writes a delivery record and pushes its id onto dispatch:pending; its own round trip is counted) " +
+		"to the receiver's receipt of the request. Admin's work before it (saving the event and reading the subscriptions: four round trips under the same load; " +
+		"where an event goes to several subscriptions, the enqueues of the deliveries before it, which admin sends one after another) is admin's, not the dispatcher's. " +
+		"Every emitting case's note, and the 1,000/s target, also give the latency from the moment `Emit` began, as earlier runs of this document measured it.\n" +
 		"- **CPU** is this process's CPU time (jetrelay, the embedded NATS, the receivers and admin's writers together) and redis-server's, each divided by the wall time of the case: " +
 		fmt.Sprintf("%d cores is the whole machine.\n", runtime.NumCPU()) +
 		"- **Peak RSS** is this process's VmHWM during the case, reset at its start (after returning freed memory to the OS); it includes the embedded NATS server and the receivers.\n\n")

@@ -84,23 +84,24 @@ func (r *perfResult) redisCores() float64 { return r.redisCPU.Seconds() / max(r.
 type layout struct{ tenants, subsPerTenant, dead int }
 
 // fastLayout gives every subscription its own tenant, so each event is one
-// delivery and its enqueue time is that delivery's.
+// delivery.
 func (p *perfRun) fastLayout() layout { return layout{tenants: p.o.subs, subsPerTenant: 1} }
 
 // fleet is a case's subscriptions and the sink behind the healthy ones.
 type fleet struct {
 	sink          *sink
 	tenants       []string
-	urls, secrets []string        // of the healthy subscriptions
-	healthy       map[string]bool // subscription id → healthy
-	perEvent      int             // healthy deliveries per event
+	urls, secrets []string          // of the healthy subscriptions
+	healthy       map[string]bool   // subscription id → healthy
+	subOf         map[string]string // receiver path → healthy subscription id
+	perEvent      int               // healthy deliveries per event
 }
 
 // newFleet creates the subscriptions as a customer would through admin,
 // with admin's defaults. Healthy endpoints share listeners, a hundred paths
 // each, as many subscriptions of one customer share a host.
 func (p *perfRun) newFleet(ctx context.Context, env *benchEnv, l layout, delay time.Duration) (*fleet, error) {
-	f := &fleet{sink: newSink(delay), healthy: map[string]bool{}, perEvent: l.subsPerTenant}
+	f := &fleet{sink: newSink(delay), healthy: map[string]bool{}, subOf: map[string]string{}, perEvent: l.subsPerTenant}
 	total := l.tenants * l.subsPerTenant
 	var addrs, dead []string
 	for range max(1, (total+99)/100) {
@@ -133,7 +134,7 @@ func (p *perfRun) newFleet(ctx context.Context, env *benchEnv, l layout, delay t
 			}
 			f.sink.expect(path, secret)
 			f.urls, f.secrets = append(f.urls, url), append(f.secrets, secret)
-			f.healthy[id] = true
+			f.healthy[id], f.subOf[path] = true, id
 		}
 	}
 	for i := range l.dead {
@@ -331,7 +332,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		fromEmit := make([]time.Duration, 0, res.expected)
 		var first, last time.Time
 		for _, r := range f.sink.receipts() {
-			if at, ok := load.enqueued[r.eventID]; ok {
+			if at, ok := load.enqueued[admin.DeliveryID(r.eventID, f.subOf[r.path])]; ok {
 				lat = append(lat, r.at.Sub(at))
 			}
 			if at, ok := load.at[r.eventID]; ok {
