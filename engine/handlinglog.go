@@ -11,9 +11,10 @@ import (
 // (its id, then its subscription and event, the attempt, the trace, the
 // status code) are gathered as the handling learns them and given to each
 // line it writes. Deriving a logger per field instead (slog.Logger.With)
-// clones the handler and formats the fields every time, five times per
-// delivery, for the one line most deliveries write; this writes the same
-// lines, fields in the same order, at a fraction of the cost.
+// clones the handler and formats the fields every time, four times per
+// delivered delivery (five after a failed send), for the one line most
+// deliveries write; this writes the same lines, fields in the same order,
+// at a fraction of the cost.
 type handlingLog struct {
 	base  *slog.Logger
 	attrs []any
@@ -61,6 +62,9 @@ func (l *handlingLog) Log(ctx context.Context, level slog.Level, msg string, mor
 // log is every method's one body, so that the source a handler records
 // (HandlerOptions.AddSource) is the method's caller, as slog.Logger's own.
 func (l *handlingLog) log(ctx context.Context, level slog.Level, msg string, more, args []any) {
+	if ctx == nil {
+		ctx = context.Background() // as slog.Logger does
+	}
 	h := l.base.Handler()
 	if !h.Enabled(ctx, level) {
 		return

@@ -26,7 +26,8 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 		h.log.Log(h.ctx, slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", d.StatusCode, "latency_ms", d.Latency.Milliseconds()}, extra...)
 		return
 	}
-	args := append([]any{"reason", d.Reason}, extra...)
+	// args[1] is the line's outcome, set below.
+	args := append([]any{"outcome", "", "reason", d.Reason}, extra...)
 	if err != "" {
 		args = append(args, "err", err)
 	}
@@ -39,16 +40,15 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 	if h.rec != nil && h.delivery().TraceID != "" && !h.logTraced {
 		traced = []any{"trace_id", h.delivery().TraceID}
 	}
-	log := func(level slog.Level, msg string, outcome ...any) {
-		h.log.Log(h.ctx, level, msg, traced, append(outcome, args...)...)
-	}
 	switch d.Kind {
 	case Retrying:
 		spanEvent(h.ctx, eventRetryScheduled, d.Reason, untilAttrs...)
-		log(slog.LevelInfo, "delivery attempt failed; retry scheduled", "outcome", "retrying")
+		args[1] = "retrying"
+		h.log.Log(h.ctx, slog.LevelInfo, "delivery attempt failed; retry scheduled", traced, args...)
 	case Failed, Stale:
 		spanEvent(h.ctx, eventFailed, d.Reason)
-		log(slog.LevelWarn, "delivery failed", "outcome", "failed")
+		args[1] = "failed"
+		h.log.Log(h.ctx, slog.LevelWarn, "delivery failed", traced, args...)
 	case PutOff:
 		if d.Reason != reasonRetry {
 			// A retry's wait was reported with its failure (Retrying).
@@ -61,6 +61,7 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 		case "secret_unavailable":
 			level = slog.LevelError
 		}
-		log(level, "delivery put off", "outcome", "put_off")
+		args[1] = "put_off"
+		h.log.Log(h.ctx, level, "delivery put off", traced, args...)
 	}
 }
