@@ -372,9 +372,14 @@ func awaitHealthy(ctx context.Context, env *benchEnv, endpoints []*receiver.Endp
 	for i, ep := range endpoints {
 		seen := map[string]bool{}
 		for _, d := range ep.Deliveries() {
-			t0, ok := load.enqueued[admin.DeliveryID(d.EventID, subIDs[i])]
-			if !ok || seen[d.EventID] || d.Status != 200 {
+			if seen[d.EventID] || d.Status != 200 {
 				continue
+			}
+			t0, ok := load.enqueued[admin.DeliveryID(d.EventID, subIDs[i])]
+			if !ok {
+				// Every healthy receipt is of a delivery this phase
+				// enqueued: one without its enqueue time is a bench fault.
+				return h, fmt.Errorf("healthy receipt of event %s for %s has no enqueue time", d.EventID, subIDs[i])
 			}
 			seen[d.EventID] = true
 			lat = append(lat, d.At.Sub(t0))

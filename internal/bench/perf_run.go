@@ -331,7 +331,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		lat := make([]time.Duration, 0, res.expected)
 		fromEmit := make([]time.Duration, 0, res.expected)
 		var first, last time.Time
-		for _, r := range f.sink.receipts() {
+		receipts := f.sink.receipts()
+		for _, r := range receipts {
 			if at, ok := load.enqueued[admin.DeliveryID(r.eventID, f.subOf[r.path])]; ok {
 				lat = append(lat, r.at.Sub(at))
 			}
@@ -344,6 +345,11 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			if r.at.After(last) {
 				last = r.at
 			}
+		}
+		// Every receipt is of a delivery this case enqueued: one without
+		// its enqueue time is a bench fault, not a figure to leave out.
+		if len(lat) != len(receipts) {
+			return nil, fmt.Errorf("%s: %d of %d receipts have no enqueue time", c.title, len(receipts)-len(lat), len(receipts))
 		}
 		res.setLatency(lat)
 		slices.Sort(fromEmit)
