@@ -430,29 +430,29 @@ func (h *enqueueWatch) DialHook(next redis.DialHook) redis.DialHook { return nex
 
 func (h *enqueueWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c := watchedCmd{sent: time.Now()}
+		var delivery string
 		if isEnqueue(cmd) {
-			c.delivery = strings.TrimPrefix(argString(cmd.Args()[3]), "delivery:")
+			delivery = strings.TrimPrefix(argString(cmd.Args()[3]), "delivery:")
 		}
-		err := next(ctx, cmd)
-		c.done = time.Now()
-		h.mu.Lock()
-		h.cmds = append(h.cmds, c)
-		h.mu.Unlock()
-		return err
+		return h.watch(delivery, func() error { return next(ctx, cmd) })
 	}
 }
 
 func (h *enqueueWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c := watchedCmd{sent: time.Now()}
-		err := next(ctx, cmds)
-		c.done = time.Now()
-		h.mu.Lock()
-		h.cmds = append(h.cmds, c)
-		h.mu.Unlock()
-		return err
+		return h.watch("", func() error { return next(ctx, cmds) })
 	}
+}
+
+// watch runs send and records when it began and when it returned.
+func (h *enqueueWatch) watch(delivery string, send func() error) error {
+	c := watchedCmd{delivery: delivery, sent: time.Now()}
+	err := send()
+	c.done = time.Now()
+	h.mu.Lock()
+	h.cmds = append(h.cmds, c)
+	h.mu.Unlock()
+	return err
 }
 
 // isEnqueue: SaveAndEnqueueOnceLua, whose first key is a delivery record.
