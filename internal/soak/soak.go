@@ -399,8 +399,9 @@ func (s *soak) settle(ctx context.Context) error {
 			}
 		}
 		for _, ep := range sp.eps {
+			// A failure is retried by the loop below, as its own are.
 			if _, err := s.activate(ctx, sp, ep.subID); err != nil {
-				return err
+				s.logf("settling: re-enabling %s: %v", ep.subID, err)
 			}
 		}
 	}
