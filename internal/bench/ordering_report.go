@@ -38,7 +38,8 @@ func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 	ratio := r.beside.throughput / max(r.alone.throughput, 1e-9)
 	var each []string
 	for _, p := range r.pairs {
-		each = append(each, fmt.Sprintf("%.0f/s alone, %.0f/s beside: %s %%", p.alone.throughput, p.beside.throughput, percentDown(p.ratio())))
+		each = append(each, fmt.Sprintf("%.0f/s alone, %.0f/s beside: %s %% (put off alone: %s; beside: %s)",
+			p.alone.throughput, p.beside.throughput, percentDown(p.ratio()), p.alone.waits(), p.beside.waits()))
 	}
 	fmt.Fprintf(&d, "- **Unordered subscriptions beside %d busy ordered ones** (target ≥ %.0f %% of alone, on the median of %d alone/beside pairs measured in turn): "+
 		"%.0f/s alone, %.0f/s beside them: %s %% — %s. Every pair, in order: %s. "+

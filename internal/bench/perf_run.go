@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/sjson"
 
+	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/receiver"
@@ -58,6 +59,11 @@ type perfResult struct {
 	eventBytes          int
 	note                string
 	profile             *profileSummary
+	// The healthy subscriptions' put-offs by reason, and the engine's
+	// parks, over the case; nil for a jetrelay in its own process, whose
+	// logs the bench does not read.
+	putOffs map[string]int
+	parks   *engine.ParkStats
 }
 
 func (r *perfResult) line() string {
@@ -73,6 +79,16 @@ func (r *perfResult) line() string {
 		s += " (the jetrelay process)"
 	}
 	return s
+}
+
+// waits says how often the case's healthy deliveries were put off, by
+// reason, and parked for a busy subscription; "not counted" for a jetrelay
+// in its own process.
+func (r *perfResult) waits() string {
+	if r.parks == nil {
+		return "not counted"
+	}
+	return fmt.Sprintf("%s; %d parks, %d of them expired", reasonList(r.putOffs), r.parks.Parks, r.parks.Expired)
 }
 
 func (r *perfResult) cores() float64      { return r.cpu.Seconds() / max(r.wall.Seconds(), 1e-9) }
@@ -285,6 +301,21 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile, profiling = prof.stop(), false
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
+	if env.stack != nil {
+		res.putOffs = map[string]int{}
+		for sub := range f.healthy {
+			for reason, n := range env.logs.reasons(sub, "delivery put off") {
+				res.putOffs[reason] += n
+			}
+		}
+		res.parks = &engine.ParkStats{}
+		for _, st := range append([]*app.Stack{env.stack}, env.replica...) {
+			ps := st.Engine().ParkStats()
+			res.parks.Parked += ps.Parked
+			res.parks.Parks += ps.Parks
+			res.parks.Expired += ps.Expired
+		}
+	}
 	if c.after != nil {
 		if res.note, err = c.after(ctx, env); err != nil {
 			return nil, err
