@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,5 +144,88 @@ func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *t
 		case !short && until.Before(h.now.Add(floor)):
 			t.Errorf("%s: a written busy wait comes back %s after it was refused, want BusyWaitMin (%s) at least", tc.name, until.Sub(h.now), floor)
 		}
+	}
+}
+
+// A fast subscription's delivery refused a slot once the replica's budget
+// of short busy waits is spent is parked in the subscription's wait line,
+// not written as a wake-up: nothing is published or written, and it goes
+// out when a slot frees. A delivery parked before goes back to the front.
+// An ordered line's item, and a fast subscription's line holding its share
+// of the replica's parks, are not parked this way (the first waits in its
+// line, the second is put off as before). The state is set up directly:
+// the subscription at its limit with a fast answer on record, the budget
+// spent.
+func TestSpillBusy_AFastSubscriptionPastTheShortWaitBudgetParksInsteadOfAWakeUp(t *testing.T) {
+	e := bareEngine(t)
+	ctx := context.Background()
+	pool := e.inflight.pool
+	fill := func() {
+		t.Helper()
+		for {
+			if room, _ := pool.Room("fast"); room == 0 {
+				return
+			}
+			if ok, _ := pool.Acquire(ctx, "fast"); !ok {
+				t.Fatal("slot refused before the limit")
+			}
+		}
+	}
+	if ok, _ := pool.Acquire(ctx, "fast"); !ok {
+		t.Fatal("first slot refused")
+	}
+	pool.Release("fast", time.Millisecond, adaptive.Healthy) // known fast
+	fill()
+	e.shortBusy = &shortNaks{window: time.Hour, most: 0}
+	n := 0
+	handlingFor := func(ln *line) *handling {
+		n++
+		d := &proto.Delivery{DeliveryID: fmt.Sprintf("d-%d", n), SubscriptionID: "fast", EventID: "e"}
+		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: newHandlingLog(e.log, d.DeliveryID), line: ln}
+	}
+
+	first := handlingFor(nil)
+	if s := e.wait(first, first.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleParked {
+		t.Fatalf("refused past the budget, settled as %+v; want parked", s)
+	}
+	if st := e.ParkStats(); st.Parked != 1 || st.Parks != 1 {
+		t.Fatalf("park stats %+v; want 1 parked", st)
+	}
+	if e.spillBusy(handlingFor(&line{})) {
+		t.Error("an ordered line's item was parked in the subscription's wait line")
+	}
+
+	// A slot frees: the parked delivery is handed to the workers.
+	e.inflight.release("fast", time.Millisecond, nil)
+	var woken queued
+	select {
+	case woken = <-e.busy.woken:
+		e.busy.took()
+	case <-time.After(10 * time.Second):
+		t.Fatal("a freed slot woke nobody")
+	}
+	if woken.parked == nil || !e.busy.arrived(woken.parked) {
+		t.Fatalf("woken item %+v; want the parked delivery, woken for a slot", woken.parked)
+	}
+	fill() // newcomers take the freed slot (and any the answer added)
+	// Refused again, it goes back to the front of the line.
+	again := handlingFor(nil)
+	again.item = woken
+	second := handlingFor(nil)
+	if !e.spillBusy(second) || !e.spillBusy(again) {
+		t.Fatal("not parked")
+	}
+	if l := e.busy.lines["fast"]; len(l.items) != 2 || !l.items[0].parked.since.Equal(first.now) {
+		t.Errorf("line %+v; want the delivery parked before first, parked since it was first refused", l.items)
+	}
+
+	// The line holds its share of the replica's parks: the next is put off.
+	for e.busy.parked < e.busy.most/spillShare {
+		if !e.spillBusy(handlingFor(nil)) {
+			t.Fatalf("refused at %d parked; want room for %d", e.busy.parked, e.busy.most/spillShare)
+		}
+	}
+	if e.spillBusy(handlingFor(nil)) {
+		t.Errorf("parked past the line's share (%d of the replica's %d)", e.busy.most/spillShare, e.busy.most)
 	}
 }

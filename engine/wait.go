@@ -65,6 +65,9 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 	shortBusy := false
 	if reason == reasonBusy {
 		until, shortBusy = e.busyWait(h, until)
+		if !shortBusy && e.spillBusy(h) {
+			return parkedInLine()
+		}
 	}
 	if s, ok := e.waitInLine(h, until, reason); ok {
 		return s
