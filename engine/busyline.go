@@ -359,7 +359,9 @@ func (e *Engine) waitBehind(h *handling, woke bool) (settlement, bool) {
 // parkBusy parks h, refused a slot: a woken delivery first in line again,
 // any other last.
 //
-// A subscription that answers fast (adaptive.Pool.Fast) starts no line: it
+// A subscription that answers fast (adaptive.Pool.Fast) starts no line here
+// (only spillBusy parks its deliveries, once the budget of short busy
+// waits is spent): it
 // frees a slot within milliseconds, and workers wait for one in Acquire; a
 // delivery still refused one is put off. Parking it would put every later
 // delivery behind the line, its hand-offs and its put-offs when full

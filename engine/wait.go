@@ -48,7 +48,10 @@ import (
 // endpoint that answered fast and then stopped answering is put off as
 // before), and a replica issues at most
 // MaxAckPending/parkShare of them per ParkAfter, the longest any of them
-// lasts (shortNaks), as it parks at most that many.
+// lasts (shortNaks), as it parks at most that many. A delivery refused
+// past that budget while the subscription frees slots is parked in the
+// subscription's wait line (spillBusy) rather than written: a machine too
+// busy for the budget otherwise turned most refusals into wake-ups.
 //
 // Only a busy wait that is written, or waits in an ordered line, comes
 // back BusyWaitMin from now at the earliest: each of its returns costs a
