@@ -121,14 +121,14 @@ func runOrdering(ctx context.Context, b *benchContext, o *orderingOptions) (*ben
 		if pair.alone, err = p.e2e(ctx, e2eCase{id: "fast", title: fmt.Sprintf("fast receiver, %d unordered subscriptions, ordering off", o.perf.subs), layout: fast, events: o.perf.deliveries}); err != nil {
 			return nil, fmt.Errorf("fast: %w", err)
 		}
-		b.stepf("%s (pair %d of %d): %s; put off: %s", pair.alone.title, i+1, o.pairs, pair.alone.line(), pair.alone.waits())
+		b.stepf("%s (pair %d of %d): %s", pair.alone.title, i+1, o.pairs, pair.alone.line())
 		busy := &busyLines{o: o}
 		if pair.beside, err = p.e2e(ctx, e2eCase{id: "fast-beside-lines", title: fmt.Sprintf("the same, beside %d busy first-attempt lines", o.lines),
 			layout: fast, events: o.perf.deliveries, beside: busy.start, after: busy.finish}); err != nil {
 			return nil, fmt.Errorf("beside lines: %w", err)
 		}
 		pair.lines = busy.seen
-		b.stepf("%s (pair %d of %d): %s, %s %% of alone; put off: %s", pair.beside.title, i+1, o.pairs, pair.beside.line(), percentDown(pair.ratio()), pair.beside.waits())
+		b.stepf("%s (pair %d of %d): %s; %s %% of alone", pair.beside.title, i+1, o.pairs, pair.beside.line(), percentDown(pair.ratio()))
 		r.pairs = append(r.pairs, pair)
 	}
 	med := medianPair(r.pairs)

@@ -78,6 +78,9 @@ func (r *perfResult) line() string {
 	if r.child {
 		s += " (the jetrelay process)"
 	}
+	if r.parks != nil {
+		s += "; put off: " + r.waits()
+	}
 	return s
 }
 
