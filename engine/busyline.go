@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,9 +33,10 @@ import (
 // Parking is bounded so it can neither hold the consumer's MaxAckPending
 // slots that healthy subscriptions need nor grow memory with a backlog:
 //
-//   - a subscription parks at most parkPerSlot items per slot of its limit,
-//     all subscriptions together at most MaxAckPending/parkShare per
-//     replica;
+//   - a subscription parks at most parkPerSlot items per slot of its limit
+//     (a fast one's spilled deliveries: a 1/spillShare of the replica's
+//     parks, spillBusy), all subscriptions together at most
+//     MaxAckPending/parkShare per replica;
 //   - an item is parked for parkFor at most, and never when that would take
 //     it past its stale cutoff. (Its schedule's end bounds a breaker's
 //     hold, decision 8; a busy subscription's put-off never observed it,
@@ -83,6 +85,7 @@ type busyLines struct {
 	most    int                                // parked items at most, all lines
 	woken   chan queued                        // items leaving their line, for the workers
 	parks   atomic.Uint64
+	spills  atomic.Uint64
 	expired atomic.Uint64
 
 	mu     sync.Mutex
@@ -111,14 +114,16 @@ const (
 	placeBack   place = iota // refused a slot: last in line
 	placeFront               // woken, and refused again: first in line, as it was
 	placeBehind              // not asked for a slot: last, only if the line holds anyone
-	placeSpill               // a fast subscription's, refused a slot: last, up to spillShare of the replica's parks
+	placeSpill               // a fast subscription's, refused a slot with no short wait: last, while the line holds under 1/spillShare of the replica's parks
 )
 
-// spillShare: a fast subscription's line (spillBusy) holds at most
-// 1/spillShare of what the replica may park, not parkPerSlot per slot of
-// its limit. Its limit is cut while the machine is saturated (its answers
-// wait for a CPU) just when most of its deliveries are refused, and it
-// drains its line within milliseconds per slot.
+// spillShare: a fast subscription's line takes spilled deliveries
+// (spillBusy) while it holds fewer than 1/spillShare of what the replica
+// may park, whatever its limit: the limit is cut while the machine is
+// saturated (its answers wait for a CPU) just when most of its deliveries
+// are refused, and the line drains within milliseconds per slot; a fast
+// subscription whose limit grew large still leaves three quarters of the
+// parks to the others.
 const spillShare = 4
 
 // enter parks q in sub's line at pl, unless the caps are reached, the
@@ -141,7 +146,7 @@ func (b *busyLines) enter(q queued, sub string, since time.Time, pl place) (ok, 
 	}
 	most := parkPerSlot * max(1, limit)
 	if pl == placeSpill {
-		most = max(most, b.most/spillShare)
+		most = max(1, b.most/spillShare)
 	}
 	if pl != placeFront && len(l.items) >= most {
 		b.tidy(sub, l)
@@ -149,12 +154,22 @@ func (b *busyLines) enter(q queued, sub string, since time.Time, pl place) (ok, 
 	}
 	q.parked = &parked{sub: sub, since: since}
 	if pl == placeFront {
-		l.items = append([]queued{q}, l.items...)
+		// Back where it was: before every item parked after it, so the
+		// line stays in park order (expire looks at its first items only)
+		// even when woken items are refused again in another order.
+		at := 0
+		for at < len(l.items) && !l.items[at].parked.since.After(since) {
+			at++
+		}
+		l.items = slices.Insert(l.items, at, q)
 	} else {
 		l.items = append(l.items, q)
 	}
 	b.parked++
 	b.parks.Add(1)
+	if pl == placeSpill {
+		b.spills.Add(1)
+	}
 	b.wake(sub, l, room)
 	return true, ahead
 }
@@ -301,9 +316,13 @@ type ParkStats struct {
 	// Parks counts the parks since the start (a woken delivery refused
 	// again parks again).
 	Parks uint64
+	// Spills counts the parks of a fast subscription's deliveries refused
+	// once the replica's budget of short busy waits was spent (among
+	// Parks).
+	Spills uint64
 	// Expired counts the parked deliveries whose subscription stayed busy
 	// for parkFor (5 s): they are handled again, and put off if it still
-	// is.
+	// is (a fast subscription's may take a short busy wait instead).
 	Expired uint64
 }
 
@@ -313,7 +332,7 @@ func (e *Engine) ParkStats() ParkStats {
 	b.mu.Lock()
 	n := b.parked
 	b.mu.Unlock()
-	return ParkStats{Parked: n, Parks: b.parks.Load(), Expired: b.expired.Load()}
+	return ParkStats{Parked: n, Parks: b.parks.Load(), Spills: b.spills.Load(), Expired: b.expired.Load()}
 }
 
 // parkable reports whether h may wait parked (see above): not an ordered
@@ -384,12 +403,14 @@ func (e *Engine) parkBusy(h *handling, woke bool) bool {
 }
 
 // spillBusy parks h, a delivery of a fast subscription that frees slots
-// now (adaptive.Pool.Freeing), refused one once this replica's budget of
-// short busy waits (busyWait) is spent, instead of writing its put-off: at the front of the line if it was parked before,
-// at the back otherwise. Newcomers do not wait behind a fast
-// subscription's line (waitBehind), so its parked deliveries only take
-// slots that free while nobody else asks for them, or are put off once
-// their time parked is up, as before.
+// now (adaptive.Pool.Freeing), refused a slot with no short busy wait
+// given (busyWait: this replica's budget of them spent, or its turn more
+// than ParkAfter away), instead of writing its put-off: where it was if it
+// was parked before, at the back otherwise, while the line holds under
+// 1/spillShare of the replica's parks. Newcomers do not wait behind a fast
+// subscription's line (waitBehind), so its parked deliveries take slots
+// that free while no worker waits for one, or, their time parked up, are
+// handled again and put off if still refused.
 //
 // Without it, a machine too busy for the budget wrote each refusal as a
 // wake-up: a record write, a message schedule (whose rollup purge walks
@@ -398,7 +419,8 @@ func (e *Engine) parkBusy(h *handling, woke bool) bool {
 // bench confined to one CPU (taskset -c 0 jetrelay bench --scenario
 // ordering): ten fast subscriptions beside 100 busy ordered lines were put
 // off 160,000–230,000 times for 40,000 deliveries and went out at 21–28 %
-// of their rate alone.
+// of their rate alone; with it, 109,000–117,000 times and 34–35 %
+// (docs/ordering.md).
 func (e *Engine) spillBusy(h *handling) bool {
 	sub := h.delivery().SubscriptionID
 	since, pl := h.now, placeSpill

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,7 +83,8 @@ func TestWaitBehind_AFastSubscriptionsNewcomersDoNotWaitBehindAnOldLine(t *testi
 // (fastAnswer) at the earliest, not BusyWaitMin later. Any other busy wait
 // (a subscription not known fast, an ordered line's item, a wait longer
 // than ParkAfter, one past the replica's budget of short waits) is written
-// or waits in its line, and waits BusyWaitMin at least: each of its
+// or waits in its line (or, while its subscription frees slots, parks:
+// spillBusy), and waits BusyWaitMin at least: each of its
 // returns costs a record write and a wake-up.
 func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *testing.T) {
 	e := bareEngine(t)
@@ -148,18 +150,24 @@ func TestBusyWait_OnlyAFastSubscriptionsShortWaitComesBackBeforeBusyWaitMin(t *t
 }
 
 // A fast subscription's delivery refused a slot once the replica's budget
-// of short busy waits is spent is parked in the subscription's wait line,
-// not written as a wake-up: nothing is published or written, and it goes
-// out when a slot frees. A delivery parked before goes back to the front.
-// An ordered line's item, and a fast subscription's line holding its share
-// of the replica's parks, are not parked this way (the first waits in its
-// line, the second is put off as before). The state is set up directly:
-// the subscription at its limit with a fast answer on record, the budget
-// spent.
+// of short busy waits is spent is parked in the subscription's wait line:
+// it settles as parked (nothing written, published or acked, the
+// settlement that keeps the item alive unacked), and a freed slot hands it
+// to a worker. One refused again goes back to its place in park order,
+// even when woken deliveries are refused in another order (the line's
+// first items are the ones whose park time is up first). An ordered
+// line's item is never parked this way, nor, once its line holds its
+// share of the replica's parks, a fast subscription's next delivery, nor
+// one of a subscription no longer freeing slots (its sends unanswered for
+// FastAnswer): those are put off as before. The state is set up directly,
+// on a pool with a clock that only the test moves: the subscription at
+// its limit with a fast answer on record, the budget spent.
 func TestSpillBusy_AFastSubscriptionPastTheShortWaitBudgetParksInsteadOfAWakeUp(t *testing.T) {
 	e := bareEngine(t)
 	ctx := context.Background()
-	pool := e.inflight.pool
+	clock := time.Now()
+	pool := adaptive.NewPool(adaptive.PoolConfig{Workers: e.workers.most, Initial: 4, FastAnswer: fastAnswer, Now: func() time.Time { return clock }})
+	e.inflight.pool, e.busy.room = pool, pool.Room
 	fill := func() {
 		t.Helper()
 		for {
@@ -174,58 +182,108 @@ func TestSpillBusy_AFastSubscriptionPastTheShortWaitBudgetParksInsteadOfAWakeUp(
 	if ok, _ := pool.Acquire(ctx, "fast"); !ok {
 		t.Fatal("first slot refused")
 	}
-	pool.Release("fast", time.Millisecond, adaptive.Healthy) // known fast
+	pool.Release("fast", time.Millisecond, adaptive.Healthy) // known fast, freeing slots
 	fill()
 	e.shortBusy = &shortNaks{window: time.Hour, most: 0}
 	n := 0
 	handlingFor := func(ln *line) *handling {
 		n++
 		d := &proto.Delivery{DeliveryID: fmt.Sprintf("d-%d", n), SubscriptionID: "fast", EventID: "e"}
-		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: newHandlingLog(e.log, d.DeliveryID), line: ln}
+		return &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now().Add(time.Duration(n) * time.Millisecond),
+			log: newHandlingLog(e.log, d.DeliveryID), line: ln}
 	}
 
-	first := handlingFor(nil)
-	if s := e.wait(first, first.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleParked {
-		t.Fatalf("refused past the budget, settled as %+v; want parked", s)
+	first, second := handlingFor(nil), handlingFor(nil)
+	for _, h := range []*handling{first, second} {
+		if s := e.wait(h, h.now.Add(5*time.Millisecond), reasonBusy); s.kind != settleParked {
+			t.Fatalf("refused past the budget, settled as %+v; want parked", s)
+		}
 	}
-	if st := e.ParkStats(); st.Parked != 1 || st.Parks != 1 {
-		t.Fatalf("park stats %+v; want 1 parked", st)
+	if st := e.ParkStats(); st.Parked != 2 || st.Spills != 2 {
+		t.Fatalf("park stats %+v; want 2 parked, both spilled", st)
 	}
 	if e.spillBusy(handlingFor(&line{})) {
 		t.Error("an ordered line's item was parked in the subscription's wait line")
 	}
 
-	// A slot frees: the parked delivery is handed to the workers.
-	e.inflight.release("fast", time.Millisecond, nil)
-	var woken queued
-	select {
-	case woken = <-e.busy.woken:
-		e.busy.took()
-	case <-time.After(10 * time.Second):
-		t.Fatal("a freed slot woke nobody")
+	// Two slots free: both parked deliveries are handed to the workers.
+	for range 2 {
+		e.inflight.release("fast", time.Millisecond, nil)
 	}
-	if woken.parked == nil || !e.busy.arrived(woken.parked) {
-		t.Fatalf("woken item %+v; want the parked delivery, woken for a slot", woken.parked)
+	var woken []queued
+	for range 2 {
+		select {
+		case q := <-e.busy.woken:
+			e.busy.took()
+			if q.parked == nil || !e.busy.arrived(q.parked) {
+				t.Fatalf("woken item %+v; want a parked delivery, woken for a slot", q.parked)
+			}
+			woken = append(woken, q)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a freed slot woke nobody")
+		}
 	}
-	fill() // newcomers take the freed slot (and any the answer added)
-	// Refused again, it goes back to the front of the line.
-	again := handlingFor(nil)
-	again.item = woken
-	second := handlingFor(nil)
-	if !e.spillBusy(second) || !e.spillBusy(again) {
-		t.Fatal("not parked")
+	fill() // newcomers take the freed slots (and any the answers added)
+	// Refused again, the one parked first is refused first: put at the
+	// front one after the other they would end up in reverse; the line
+	// keeps park order.
+	third := handlingFor(nil)
+	if !e.spillBusy(third) {
+		t.Fatal("a newcomer was not parked")
 	}
-	if l := e.busy.lines["fast"]; len(l.items) != 2 || !l.items[0].parked.since.Equal(first.now) {
-		t.Errorf("line %+v; want the delivery parked before first, parked since it was first refused", l.items)
+	for _, q := range woken {
+		h := handlingFor(nil)
+		h.item = q
+		if !e.spillBusy(h) {
+			t.Fatal("a woken delivery refused again was not parked")
+		}
+	}
+	l := e.busy.lines["fast"]
+	var order []time.Time
+	for _, q := range l.items {
+		order = append(order, q.parked.since)
+	}
+	if want := []time.Time{first.now, second.now, third.now}; !slices.EqualFunc(order, want, time.Time.Equal) {
+		t.Errorf("line parked since %v; want %v (park order)", order, want)
 	}
 
 	// The line holds its share of the replica's parks: the next is put off.
-	for e.busy.parked < e.busy.most/spillShare {
+	share := e.busy.most / spillShare
+	for len(l.items) < share {
 		if !e.spillBusy(handlingFor(nil)) {
-			t.Fatalf("refused at %d parked; want room for %d", e.busy.parked, e.busy.most/spillShare)
+			t.Fatalf("refused at %d parked; want room for %d", len(l.items), share)
 		}
 	}
+	if !pool.Freeing("fast") {
+		t.Fatal("the subscription stopped freeing slots")
+	}
 	if e.spillBusy(handlingFor(nil)) {
-		t.Errorf("parked past the line's share (%d of the replica's %d)", e.busy.most/spillShare, e.busy.most)
+		t.Errorf("parked past the line's share (%d of the replica's %d)", share, e.busy.most)
+	}
+
+	// A subscription whose sends have gone unanswered for FastAnswer frees
+	// no slots: its deliveries are not spilled, however much room.
+	clock = clock.Add(2 * fastAnswer)
+	if ok, _ := pool.Acquire(ctx, "other"); !ok {
+		t.Fatal("slot of other refused")
+	}
+	pool.Release("other", time.Millisecond, adaptive.Healthy)
+	fillOther := func() {
+		for {
+			if room, _ := pool.Room("other"); room == 0 {
+				return
+			}
+			pool.Acquire(ctx, "other")
+		}
+	}
+	fillOther()
+	clock = clock.Add(2 * fastAnswer)
+	d := &proto.Delivery{DeliveryID: "d-other", SubscriptionID: "other", EventID: "e"}
+	h := &handling{ctx: ctx, rec: &store.DeliveryRecord{Delivery: d}, now: time.Now(), log: newHandlingLog(e.log, d.DeliveryID)}
+	if !pool.Fast("other") || pool.Freeing("other") {
+		t.Fatalf("other: fast %v, freeing %v; want fast and not freeing", pool.Fast("other"), pool.Freeing("other"))
+	}
+	if e.spillBusy(h) {
+		t.Error("a delivery of a subscription freeing no slots was spilled")
 	}
 }

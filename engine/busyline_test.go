@@ -272,9 +272,9 @@ func (s *secondHeld) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // A subscription that answers fast frees its slots within milliseconds:
 // a delivery refused one is put off as before (workers wait for fast
-// slots in the first place), not parked: only past the replica's budget of
-// short waits, while the subscription frees slots, is one parked
-// (spillBusy; here its send is held, so it frees none), so a fast receiver's backlog
+// slots in the first place), not parked: while the replica's budget of
+// short waits lasts (here it is never spent), such a delivery takes a
+// short wait; only past it is one parked (spillBusy), so a fast receiver's backlog
 // is not put behind a wait line. With parking for fast subscriptions, a
 // preloaded backlog to a fast receiver went out at half the rate
 // (docs/BENCHMARKS.md, fast receiver, one subscription or ten).

@@ -48,10 +48,12 @@ import (
 // endpoint that answered fast and then stopped answering is put off as
 // before), and a replica issues at most
 // MaxAckPending/parkShare of them per ParkAfter, the longest any of them
-// lasts (shortNaks), as it parks at most that many. A delivery refused
-// past that budget while the subscription frees slots is parked in the
-// subscription's wait line (spillBusy) rather than written: a machine too
-// busy for the budget otherwise turned most refusals into wake-ups.
+// lasts (shortNaks), as it parks at most that many. A delivery of a
+// subscription freeing slots that gets no short wait (the budget spent,
+// or its turn more than ParkAfter away) is parked in the subscription's
+// wait line (spillBusy) rather than written while the line has room: a
+// machine too busy for the budget otherwise turned most refusals into
+// wake-ups.
 //
 // Only a busy wait that is written, or waits in an ordered line, comes
 // back BusyWaitMin from now at the earliest: each of its returns costs a
