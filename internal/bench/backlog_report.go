@@ -108,7 +108,7 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 	doc.WriteString("What the bad subscription cost during the healthy drain: requests its endpoint saw (the black hole's are its " +
 		"connections, each holding one unanswered request), attempts logged as failed, put-offs logged by reason; parks are " +
 		"deliveries held in memory for a subscription at its in-flight limit, counted for the whole replica (the healthy one's " +
-		"included), and expired ones were put off after 5 s parked; the healthy subscription's own put-offs are those of its " +
+		"included), and expired ones were handed back after 5 s parked, to be put off if still refused; the healthy subscription's own put-offs are those of its " +
 		"backlog meeting its own in-flight limit. CPU is this process's (jetrelay, its NATS server, the receivers) and " +
 		"redis-server's over the drain, divided by the healthy deliveries.\n\n")
 	doc.WriteString(cost.String())

@@ -59,9 +59,10 @@ type perfResult struct {
 	eventBytes          int
 	note                string
 	profile             *profileSummary
-	// The healthy subscriptions' put-offs by reason, and the engine's
-	// parks, over the case; nil for a jetrelay in its own process, whose
-	// logs the bench does not read.
+	// The healthy subscriptions' put-offs by reason, and the engines'
+	// parks (every subscription's), over the case's environment, setup
+	// included; nil for a jetrelay in its own process, whose logs the bench
+	// does not read.
 	putOffs map[string]int
 	parks   *engine.ParkStats
 }
@@ -84,14 +85,16 @@ func (r *perfResult) line() string {
 	return s
 }
 
-// waits says how often the case's healthy deliveries were put off, by
-// reason, and parked for a busy subscription; "not counted" for a jetrelay
-// in its own process.
+// waits says how often the case's healthy deliveries were put off (short
+// delayed naks included), by reason, and how often the engine parked a
+// delivery of any subscription, spilled or expired; "not counted" for a
+// jetrelay in its own process. Both cover the case's whole environment,
+// its setup included.
 func (r *perfResult) waits() string {
 	if r.parks == nil {
 		return "not counted"
 	}
-	return fmt.Sprintf("%s; %d parks, %d of them expired", reasonList(r.putOffs), r.parks.Parks, r.parks.Expired)
+	return fmt.Sprintf("%s; %d parks (%d spilled, %d expired)", reasonList(r.putOffs), r.parks.Parks, r.parks.Spills, r.parks.Expired)
 }
 
 func (r *perfResult) cores() float64      { return r.cpu.Seconds() / max(r.wall.Seconds(), 1e-9) }
@@ -316,6 +319,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			ps := st.Engine().ParkStats()
 			res.parks.Parked += ps.Parked
 			res.parks.Parks += ps.Parks
+			res.parks.Spills += ps.Spills
 			res.parks.Expired += ps.Expired
 		}
 	}
