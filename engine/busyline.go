@@ -34,8 +34,8 @@ import (
 // slots that healthy subscriptions need nor grow memory with a backlog:
 //
 //   - a subscription parks at most parkPerSlot items per slot of its limit
-//     (a fast one's spilled deliveries: a 1/spillShare of the replica's
-//     parks, spillBusy), all subscriptions together at most
+//     (a fast one's spilled deliveries: under 1/spillShare of the
+//     replica's parks, spillBusy), all subscriptions together at most
 //     MaxAckPending/parkShare per replica;
 //   - an item is parked for parkFor at most, and never when that would take
 //     it past its stale cutoff. (Its schedule's end bounds a breaker's
@@ -317,8 +317,7 @@ type ParkStats struct {
 	// again parks again).
 	Parks uint64
 	// Spills counts the parks of a fast subscription's deliveries refused
-	// once the replica's budget of short busy waits was spent (among
-	// Parks).
+	// a slot with no short busy wait given (spillBusy; among Parks).
 	Spills uint64
 	// Expired counts the parked deliveries whose subscription stayed busy
 	// for parkFor (5 s): they are handled again, and put off if it still
