@@ -150,6 +150,25 @@ func backlogCPURatios(cases []*backlogCase) []float64 {
 	return r
 }
 
+// putOffCPU is what one of the bad subscription's put-offs cost in case k
+// of a round (1: black hole, 2: 503), in CPU of this process and
+// redis-server: the case's CPU above the floor's, divided by its
+// put-offs. The floor drains the same healthy backlog beside as many
+// work items that need only their intake, so what the bad case spends
+// beyond it is what deciding and holding its items cost (its few sends
+// included). ok is false without put-offs or a complete floor.
+func putOffCPU(cases []*backlogCase, k int) (time.Duration, bool) {
+	bad, floor := cases[k], cases[len(cases)-1]
+	n := 0
+	for _, c := range bad.badPutOffs {
+		n += c
+	}
+	if n == 0 || floor.received == 0 || bad.received != floor.received {
+		return 0, false
+	}
+	return (bad.cpu + bad.redisCPU - floor.cpu - floor.redisCPU) / time.Duration(n), true
+}
+
 // medianRound is the round whose two target ratios (black hole, 503) have
 // the median sum (the lower middle one for an even count): the one the
 // report's tables show.

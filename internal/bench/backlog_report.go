@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // targetBacklogRatio is issue 22's target: a healthy subscription's rate
@@ -59,15 +60,31 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 	}
 
 	var cost strings.Builder
-	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
-	cost.WriteString("|---|---:|---:|---|---:|---|---:|---:|\n")
-	for _, c := range cases {
-		sends, failed, putOffs := "—", "—", "—"
+	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | CPU per put-off, above the floor | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
+	cost.WriteString("|---|---:|---:|---|---:|---:|---|---:|---:|\n")
+	for k, c := range cases {
+		sends, failed, putOffs, perPutOff := "—", "—", "—", "—"
 		if c.bad != backlogAlone {
 			sends, failed, putOffs = fmt.Sprint(c.badSends), fmt.Sprint(c.badFailed), reasonList(c.badPutOffs)
 		}
-		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs,
+		if d, ok := putOffCPU(cases, k); ok && c.bad != backlogDone {
+			perPutOff = fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+		}
+		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs, perPutOff,
 			c.parks.Parks, c.parks.Expired, reasonList(c.healthyPutOffs), perDelivery(c.cpu, c.received), perDelivery(c.redisCPU, c.received))
+	}
+	// One put-off's CPU, median over the rounds, for each bad endpoint.
+	var perPutOff []string
+	for k, bad := range []string{backlogBlackHole, backlogUnavail} {
+		var each []float64
+		for _, r := range rounds {
+			if d, ok := putOffCPU(r, k+1); ok {
+				each = append(each, float64(d)/float64(time.Microsecond))
+			}
+		}
+		if len(each) > 0 {
+			perPutOff = append(perPutOff, fmt.Sprintf("%.0f µs %s (%s)", median(each), caseTitle(bad), reasonList(cases[k+1].badPutOffs)))
+		}
 	}
 
 	s := alone.settings
@@ -112,6 +129,13 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 		"backlog meeting its own in-flight limit. CPU is this process's (jetrelay, its NATS server, the receivers) and " +
 		"redis-server's over the drain, divided by the healthy deliveries.\n\n")
 	doc.WriteString(cost.String())
+	if len(perPutOff) > 0 {
+		fmt.Fprintf(&doc, "\nOne put-off, median over the rounds: %s. It is the case's CPU (this process's and redis-server's) above "+
+			"the floor's, divided by the bad subscription's put-offs: the floor drains the same healthy backlog beside as many work "+
+			"items that need only their intake, so the rest is what deciding, writing and storing each put-off cost (the bad "+
+			"endpoint's few sends included). Beside it, the intake of one work item, the floor's CPU above alone's per item it "+
+			"added: %s.\n", strings.Join(perPutOff, "; "), intakeCPU(rounds, o.deliveries))
+	}
 	fmt.Fprintf(&doc, "\nEngine settings: %s, MaxAckPending %d, breaker after %d consecutive failed attempts for %s (doubling up to %s), "+
 		"waits longer than %s as JetStream message schedules, connect timeout %s, request timeout %s.\n",
 		s.pool(), s.maxAckPending, s.breakerThreshold, s.breakerOpen, s.breakerMaxOpen, s.parkAfter, s.connectTimeout, s.requestTimeout)
@@ -123,6 +147,23 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 		summary: title + rates.String() + "\n" + cost.String(),
 		doc:     doc.String(),
 	}
+}
+
+// intakeCPU is the median over the rounds of one work item's intake:
+// the floor's CPU (this process's and redis-server's) above the alone
+// case's, divided by the n work items the floor added.
+func intakeCPU(rounds [][]*backlogCase, n int) string {
+	var each []float64
+	for _, r := range rounds {
+		alone, floor := r[0], r[len(r)-1]
+		if n > 0 && alone.received == floor.received {
+			each = append(each, float64(floor.cpu+floor.redisCPU-alone.cpu-alone.redisCPU)/float64(n)/float64(time.Microsecond))
+		}
+	}
+	if len(each) == 0 {
+		return "not measured (a drain incomplete)"
+	}
+	return fmt.Sprintf("%.0f µs", median(each))
 }
 
 // median is the middle value of xs (the lower middle one for an even

@@ -32,6 +32,10 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		backlogRound([4]float64{8000, 5200, 5600, 6400}, [4]time.Duration{us(200), us(300), us(310), us(250)}), // the median round
 		backlogRound([4]float64{8000, 6400, 6400, 3200}, [4]time.Duration{us(200), us(300), us(300), us(260)}), // floor's rate below the others (noise)
 	}
+	for _, r := range rounds {
+		r[1].badPutOffs = map[string]int{"subscription_busy": 5000}
+		r[2].badPutOffs = map[string]int{"breaker_open": 4000, "retry": 1000}
+	}
 	o := &backlogOptions{deliveries: 5000}
 	doc := backlogReport(o, rounds).doc
 	for _, want := range []string{
@@ -41,6 +45,12 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		"beside an endpoint answering 503 **missed** (median ratio 0.700 over 3 rounds)",
 		"| beside a backlog already delivered (the floor) | 5000 / 5000 | 781.2 ms | 6400 | 0.800 | none: the bound of the two above (median 0.800) |",
 		"The floor (deliveries that need nothing but their intake): median ratio 0.800, by CPU 0.800, both below 0.90",
+		// One put-off: the case's CPU above the floor's over its put-offs
+		// (black hole 70, 50, 40 µs; 503 150, 60, 40 µs), and one
+		// item's intake (the floor above alone: 50, 50, 60 µs).
+		"One put-off, median over the rounds: 50 µs beside a black hole (5000 subscription_busy); 60 µs beside an endpoint answering 503 (4000 breaker_open, 1000 retry).",
+		"the intake of one work item, the floor's CPU above alone's per item it added: 50 µs.",
+		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 50 µs |",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)
