@@ -108,6 +108,8 @@ type Store struct {
 	saveEvent *redis.Script
 	// casPairEvent is casPair that also saves an event (outcome_event.go).
 	casPairEvent *redis.Script
+	// casMany writes many delivery records in one call (patchmany.go).
+	casMany *redis.Script
 
 	subs *subCache
 }
@@ -138,6 +140,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 
 		saveEvent:    redis.NewScript(SaveEventLua),
 		casPairEvent: redis.NewScript(casPairEventLua),
+		casMany:      redis.NewScript(casManyLua),
 
 		subs: newSubCache(),
 	}
