@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,14 +62,14 @@ func (e *Engine) holdForBreaker(h *handling) settlement {
 	if stale := e.staleAt(h); stale.Before(releaseBy) {
 		releaseBy = stale
 	}
-	if settled, s := e.afterWrite(h, e.noteWait(h, &releaseBy, reasonBreakerOpen)); settled {
-		return s
-	}
 	sub := h.delivery().SubscriptionID
 	msg := queue.NewBreakerHeldMsg(e.cfg.Queue, sub, h.id, releaseBy, h.now)
 	span := e.startWaiting(h, msg, releaseBy)
-	err := e.publishWaiting(h.ctx, msg)
-	endWaiting(span, err)
+	noteErr, err := e.putOffNow(h, &releaseBy, reasonBreakerOpen, msg)
+	endWaiting(span, errors.Join(noteErr, err))
+	if settled, s := e.afterWrite(h, noteErr); settled {
+		return s
+	}
 	if err != nil {
 		return e.infraRetry(h, fmt.Errorf("hold delivery for the breaker: %w", err))
 	}

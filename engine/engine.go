@@ -203,6 +203,7 @@ type Engine struct {
 	inflight  *inflight
 	workers   *workers
 	busy      *busyLines  // deliveries parked while their subscription is at its limit here
+	putOffs   *putOffs    // put-offs written in bulk (putoffs.go)
 	checks    *checkReads // shared reads of pending held-checks (checkreads.go)
 	shortBusy *shortNaks  // budget of fast subscriptions' busy waits as delayed naks (wait.go)
 	alive     *keepAlive
@@ -234,6 +235,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
+	e.putOffs = &putOffs{write: e.writePutOffs}
 	e.checks = newCheckReads(e.readPendingCheck, e.log)
 	e.shortBusy = &shortNaks{window: cfg.ParkAfter, most: max(1, cfg.Queue.MaxAckPending/parkShare)}
 	e.inflight.freed = e.busy.freed

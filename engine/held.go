@@ -36,21 +36,19 @@ func (e *Engine) hold(h *handling, reason string) settlement {
 	if s, ok := e.holdInLine(h, reason); ok {
 		return s
 	}
-	if settled, s := e.afterWrite(h, e.noteWait(h, nil, reason)); settled {
-		return s
-	}
 	sub := h.delivery().SubscriptionID
 	msg := queue.NewHeldMsg(e.cfg.Queue, sub, h.id, e.staleAt(h))
 	span := e.startWaiting(h, msg, time.Time{})
-	err := e.publishWaiting(h.ctx, msg)
-	endWaiting(span, err)
+	// The held copy, then the subscription's held-check: when the copy is
+	// stored and the check is not, a redelivery of this item stores the
+	// copy again (replacing it) and retries the check.
+	noteErr, err := e.putOffNow(h, nil, reason, msg, queue.NewHeldCheckMsg(e.cfg.Queue, sub, e.nextHeldCheck(h.now)))
+	endWaiting(span, errors.Join(noteErr, err))
+	if settled, s := e.afterWrite(h, noteErr); settled {
+		return s
+	}
 	if err != nil {
 		return e.infraRetry(h, fmt.Errorf("hold delivery: %w", err))
-	}
-	if err := e.publishWaiting(h.ctx, queue.NewHeldCheckMsg(e.cfg.Queue, sub, e.nextHeldCheck(h.now))); err != nil {
-		// The held copy is stored; a redelivery of this item stores it
-		// again (replacing it) and retries the check.
-		return e.infraRetry(h, fmt.Errorf("schedule held-check: %w", err))
 	}
 	e.reportWait(h, reason, time.Time{})
 	return ack()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -90,19 +91,21 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 		e.reportWait(h, reason, until)
 		return shortNak(max(w, 0))
 	}
-	if reason != reasonRetry && reason != reasonEarly {
-		// A retry's time was written with its failure; an early copy's is
-		// already in the record.
-		if settled, s := e.afterWrite(h, e.noteWait(h, &until, reason)); settled {
-			return s
-		}
-	}
 	msg := queue.NewScheduleMsg(e.cfg.Queue, h.id, until)
 	d := h.delivery()
 	queue.SetRoute(msg, queue.Route{SubscriptionID: d.SubscriptionID, EventID: d.EventID})
 	span := e.startWaiting(h, msg, until)
-	err := e.publishWaiting(h.ctx, msg)
-	endWaiting(span, err)
+	note := reason
+	if reason == reasonRetry || reason == reasonEarly {
+		// A retry's time was written with its failure; an early copy's is
+		// already in the record.
+		note = ""
+	}
+	noteErr, err := e.putOffNow(h, &until, note, msg)
+	endWaiting(span, errors.Join(noteErr, err))
+	if settled, s := e.afterWrite(h, noteErr); settled {
+		return s
+	}
 	if err != nil {
 		return e.infraRetry(h, fmt.Errorf("schedule wake-up: %w", err))
 	}
@@ -178,22 +181,12 @@ func (e *Engine) scheduleEnd(h *handling) time.Time {
 	return end
 }
 
-// noteWait writes why and until when a delivery waits (next_retry_at nil
-// for a hold, which waits for an event, not a time), so admin shows the
-// truth: the last answer stays in error_message.
+// noteWait writes why and until when a delivery waits, on its own (waitNote;
+// put-offs write it in bulk, putOffNow).
 func (e *Engine) noteWait(h *handling, next *time.Time, reason string) error {
-	var nextVal any
-	if next != nil {
-		nextVal = proto.MillisInstant(*next)
-	}
+	note := waitNote(next, reason)
 	_, err := e.write(h, nil, func(cur *proto.Delivery, _ *proto.Subscription) (store.Patch, store.Patch, error) {
-		if cur.Status.Terminal() {
-			return nil, nil, nil
-		}
-		return store.Patch{
-			{Name: "next_retry_at", Value: nextVal},
-			{Name: "jetrelay_waiting", Value: reason},
-		}, nil, nil
+		return note(cur), nil, nil
 	})
 	return err
 }

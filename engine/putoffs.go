@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// Put-offs are written in bulk (issue 22). A delivery that cannot go out
+// now costs two durable writes before its work item may be acked: its
+// record's wait note (why and until when it waits) and its wake-up or held
+// copy in the dispatch stream. One at a time, each is a script call and a
+// publish that waits for its own PubAck: a backlog meeting a dead endpoint
+// paid both for every delivery, about what a delivery costs. Put-offs that
+// come together are committed together instead, the way a database commits
+// a group of transactions: the first worker with a put-off to write
+// becomes the writer and writes everything queued meanwhile, the notes of
+// the batch in one script call (store.PatchDeliveries), then every message
+// of the batch published asynchronously, waiting once for all PubAcks.
+// Workers arriving while a batch is written queue the next one and wait for
+// it; a lone put-off waits for nothing and goes out at once. The writer
+// writes until the queue is empty, so no put-off waits for a writer that
+// will not come.
+//
+// Every guarantee of the one-at-a-time path holds per delivery: its note
+// is written (or found unnecessary: a final delivery) before its messages
+// are published, it learns its own note's and its own messages' errors,
+// and its work item is acked only after both (the caller acks). A batch
+// that fails fails only the deliveries in it, each put off again when its
+// item comes back, as before.
+
+// putOffBatch bounds one batch: one script call's arguments (two records
+// each) and one burst of asynchronous publishes.
+const putOffBatch = 256
+
+// putOff is one put-off's durable part.
+type putOff struct {
+	h *handling
+	// note, when set, is written to the delivery's record first.
+	note store.DeliveryPatchFunc
+	msgs []*nats.Msg
+
+	noteErr, pubErr error
+	done            chan struct{}
+}
+
+// putOffs is the engine's group commit of put-offs.
+type putOffs struct {
+	mu      sync.Mutex
+	queued  []*putOff
+	writing bool
+	write   func([]*putOff) // the batch writer (Engine.writePutOffs)
+}
+
+// do writes p's note and publishes its messages, together with whatever
+// other put-offs are queued, and returns p's errors.
+func (q *putOffs) do(p *putOff) (noteErr, pubErr error) {
+	p.done = make(chan struct{})
+	q.mu.Lock()
+	q.queued = append(q.queued, p)
+	if q.writing {
+		q.mu.Unlock()
+		<-p.done
+		return p.noteErr, p.pubErr
+	}
+	q.writing = true
+	for len(q.queued) > 0 {
+		n := min(len(q.queued), putOffBatch)
+		batch := q.queued[:n:n]
+		q.queued = q.queued[n:]
+		if len(q.queued) == 0 {
+			q.queued = nil
+		}
+		q.mu.Unlock()
+		q.write(batch)
+		for _, b := range batch {
+			close(b.done)
+		}
+		q.mu.Lock()
+	}
+	q.writing = false
+	q.mu.Unlock()
+	return p.noteErr, p.pubErr
+}
+
+// waitNote is noteWait's patch: why and until when a delivery waits
+// (next_retry_at nil for a hold, which waits for an event, not a time), so
+// admin shows the truth: the last answer stays in error_message.
+func waitNote(next *time.Time, reason string) store.DeliveryPatchFunc {
+	var nextVal any
+	if next != nil {
+		nextVal = proto.MillisInstant(*next)
+	}
+	return func(cur *proto.Delivery) store.Patch {
+		if cur.Status.Terminal() {
+			return nil
+		}
+		return store.Patch{
+			{Name: "next_retry_at", Value: nextVal},
+			{Name: "jetrelay_waiting", Value: reason},
+		}
+	}
+}
+
+// putOffNow writes h's wait note (next, reason; none when reason is empty)
+// and then publishes msgs, in a batch with concurrent put-offs. noteErr is
+// the note's error (afterWrite decides what it means); when it is set,
+// nothing was published.
+func (e *Engine) putOffNow(h *handling, next *time.Time, reason string, msgs ...*nats.Msg) (noteErr, pubErr error) {
+	p := &putOff{h: h, msgs: msgs}
+	if reason != "" {
+		p.note = waitNote(next, reason)
+	}
+	return e.putOffs.do(p)
+}
+
+// writePutOffs writes one batch: the notes in one script call, then every
+// message of the deliveries whose note is written, published
+// asynchronously, each delivery learning its own PubAcks' outcome.
+func (e *Engine) writePutOffs(batch []*putOff) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	var notes []store.DeliveryPatch
+	var noted []*putOff
+	for _, p := range batch {
+		if p.note != nil {
+			notes = append(notes, store.DeliveryPatch{Rec: p.h.rec, Patch: p.note})
+			noted = append(noted, p)
+		}
+	}
+	if len(notes) > 0 {
+		for i, err := range e.store.PatchDeliveries(ctx, notes) {
+			noted[i].noteErr = err
+		}
+	}
+	type pending struct {
+		p *putOff
+		f jetstream.PubAckFuture
+	}
+	var acks []pending
+	for _, p := range batch {
+		if p.noteErr != nil {
+			continue
+		}
+		for _, m := range p.msgs {
+			f, err := e.js.PublishMsgAsync(m, jetstream.WithExpectStream(e.cfg.Queue.Stream))
+			if err != nil {
+				p.pubErr = err
+				break
+			}
+			acks = append(acks, pending{p, f})
+		}
+	}
+	for _, a := range acks {
+		select {
+		case <-a.f.Ok():
+		case err := <-a.f.Err():
+			if a.p.pubErr == nil {
+				a.p.pubErr = err
+			}
+		case <-ctx.Done():
+			if a.p.pubErr == nil {
+				a.p.pubErr = fmt.Errorf("no PubAck within %s: %w", writeTimeout, ctx.Err())
+			}
+		}
+	}
+}
