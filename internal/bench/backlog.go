@@ -93,6 +93,11 @@ type backlogCase struct {
 	badSends, badFailed int            // requests its endpoint saw; attempts that failed (logged)
 	badPutOffs          map[string]int // reason → put-offs logged
 	parks               engine.ParkStats
+	// putOffPath is the CPU of the drain's profile samples in the
+	// engine's put-off path (putOffPathOf), scaled to this process's CPU;
+	// profiled is false when the case could not be profiled.
+	putOffPath time.Duration
+	profiled   bool
 }
 
 func runBacklog(ctx context.Context, b *benchContext, o *backlogOptions) (*benchReport, error) {
@@ -167,6 +172,27 @@ func putOffCPU(cases []*backlogCase, k int) (time.Duration, bool) {
 		return 0, false
 	}
 	return (bad.cpu + bad.redisCPU - floor.cpu - floor.redisCPU) / time.Duration(n), true
+}
+
+// putOffPathCPU is what the engine's own put-off path spent per put-off
+// in case c (the bad subscription's, and the healthy one's few), from the case's CPU profile: the
+// samples with a put-off function in their stack. It leaves out what the
+// put-offs cost outside the engine (JetStream storing their messages,
+// redis-server running their scripts), which putOffCPU includes, but it
+// does not difference two drains' CPU, so the noise of a shared machine
+// moves it far less. ok is false without a profile or put-offs.
+func putOffPathCPU(c *backlogCase) (time.Duration, bool) {
+	n := 0
+	for _, k := range c.badPutOffs {
+		n += k
+	}
+	for _, k := range c.healthyPutOffs {
+		n += k // in the same path, rarely
+	}
+	if !c.profiled || n == 0 {
+		return 0, false
+	}
+	return c.putOffPath / time.Duration(n), true
 }
 
 // medianRound is the round whose two target ratios (black hole, 503) have
@@ -272,15 +298,23 @@ func runBacklogCase(ctx context.Context, b *benchContext, o *backlogOptions, bad
 		}
 	}
 
+	prof := startCaseProfile()
 	u0, r0 := resourcesNow(), env.redisCPU(ctx)
 	if err := env.start(ctx); err != nil {
+		prof.stopBy(putOffPathOf)
 		return nil, err
 	}
-	if err := awaitDrained(ctx, env, f, o.deliveries, o.settle); err != nil {
-		return nil, err
-	}
+	err = awaitDrained(ctx, env, f, o.deliveries, o.settle)
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
+	summary := prof.stopBy(putOffPathOf)
+	if err != nil {
+		return nil, err
+	}
 	c.cpu, c.redisCPU = u1.cpu-u0.cpu, r1-r0
+	if summary != nil && summary.samples > 0 {
+		c.profiled = true
+		c.putOffPath = time.Duration(float64(c.cpu) * float64(summary.components[stepPutOffs]) / float64(summary.samples))
+	}
 	c.parks = env.stack.Engine().ParkStats()
 	var last time.Time
 	for _, r := range f.sink.receipts() {

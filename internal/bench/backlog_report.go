@@ -60,17 +60,20 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 	}
 
 	var cost strings.Builder
-	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | CPU per put-off, above the floor | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
-	cost.WriteString("|---|---:|---:|---|---:|---:|---|---:|---:|\n")
+	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | CPU per put-off, above the floor | the engine's put-off path per put-off (profiled) | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
+	cost.WriteString("|---|---:|---:|---|---:|---:|---:|---|---:|---:|\n")
 	for k, c := range cases {
-		sends, failed, putOffs, perPutOff := "—", "—", "—", "—"
+		sends, failed, putOffs, perPutOff, path := "—", "—", "—", "—", "—"
 		if c.bad != backlogAlone {
 			sends, failed, putOffs = fmt.Sprint(c.badSends), fmt.Sprint(c.badFailed), reasonList(c.badPutOffs)
 		}
 		if d, ok := putOffCPU(cases, k); ok && c.bad != backlogDone {
 			perPutOff = fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 		}
-		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs, perPutOff,
+		if d, ok := putOffPathCPU(c); ok && c.bad != backlogAlone && c.bad != backlogDone {
+			path = fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+		}
+		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs, perPutOff, path,
 			c.parks.Parks, c.parks.Expired, reasonList(c.healthyPutOffs), perDelivery(c.cpu, c.received), perDelivery(c.redisCPU, c.received))
 	}
 	// One put-off's CPU, median over the rounds, for each bad endpoint.
@@ -84,6 +87,19 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 		}
 		if len(each) > 0 {
 			perPutOff = append(perPutOff, fmt.Sprintf("%.0f µs %s (%s)", median(each), caseTitle(bad), reasonList(cases[k+1].badPutOffs)))
+		}
+	}
+	// The engine's own put-off path per put-off, median over the rounds.
+	var perPath []string
+	for k, bad := range []string{backlogBlackHole, backlogUnavail} {
+		var each []float64
+		for _, r := range rounds {
+			if d, ok := putOffPathCPU(r[k+1]); ok {
+				each = append(each, float64(d)/float64(time.Microsecond))
+			}
+		}
+		if len(each) > 0 {
+			perPath = append(perPath, fmt.Sprintf("%.1f µs %s (%.1f–%.1f)", median(each), caseTitle(bad), slices.Min(each), slices.Max(each)))
 		}
 	}
 
@@ -135,6 +151,14 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 			"items that need only their intake, so the rest is what deciding, writing and storing each put-off cost (the bad "+
 			"endpoint's few sends included). Beside it, the intake of one work item, the floor's CPU above alone's per item it "+
 			"added: %s.\n", strings.Join(perPutOff, "; "), intakeCPU(rounds, o.deliveries))
+	}
+	if len(perPath) > 0 {
+		fmt.Fprintf(&doc, "\nThe engine's own put-off path, median over the rounds (lowest–highest): %s. It is the share of each case's "+
+			"CPU profile whose stack is in the engine's put-off functions (deciding the wait or hold, the record's wait note, the "+
+			"wake-up or held copy's publish and the wait for its PubAck, whatever they call), times this process's CPU, over the "+
+			"case's put-offs. It leaves out JetStream storing the messages and redis-server running the scripts, which the figure "+
+			"above includes, but it does not subtract one drain's CPU from another's, so a shared machine's noise moves it far less.\n",
+			strings.Join(perPath, "; "))
 	}
 	fmt.Fprintf(&doc, "\nEngine settings: %s, MaxAckPending %d, breaker after %d consecutive failed attempts for %s (doubling up to %s), "+
 		"waits longer than %s as JetStream message schedules, connect timeout %s, request timeout %s.\n",

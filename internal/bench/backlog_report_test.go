@@ -32,9 +32,15 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		backlogRound([4]float64{8000, 5200, 5600, 6400}, [4]time.Duration{us(200), us(300), us(310), us(250)}), // the median round
 		backlogRound([4]float64{8000, 6400, 6400, 3200}, [4]time.Duration{us(200), us(300), us(300), us(260)}), // floor's rate below the others (noise)
 	}
-	for _, r := range rounds {
+	for i, r := range rounds {
 		r[1].badPutOffs = map[string]int{"subscription_busy": 5000}
 		r[2].badPutOffs = map[string]int{"breaker_open": 4000, "retry": 1000}
+		// The put-off path's profiled CPU: 30, 35, 40 µs per put-off
+		// beside the black hole (the healthy one's 1000 put-offs
+		// counted in), 20, 25, 30 µs beside the 503 endpoint.
+		r[1].healthyPutOffs = map[string]int{"subscription_busy": 1000}
+		r[1].profiled, r[1].putOffPath = true, us(30+5*i)*6000
+		r[2].profiled, r[2].putOffPath = true, us(20+5*i)*5000
 	}
 	o := &backlogOptions{deliveries: 5000}
 	doc := backlogReport(o, rounds).doc
@@ -50,7 +56,8 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		// item's intake (the floor above alone: 50, 50, 60 µs).
 		"One put-off, median over the rounds: 50 µs beside a black hole (5000 subscription_busy); 60 µs beside an endpoint answering 503 (4000 breaker_open, 1000 retry).",
 		"the intake of one work item, the floor's CPU above alone's per item it added: 50 µs.",
-		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 50 µs |",
+		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 50 µs | 35.0 µs |",
+		"The engine's own put-off path, median over the rounds (lowest–highest): 35.0 µs beside a black hole (30.0–40.0); 25.0 µs beside an endpoint answering 503 (20.0–30.0).",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)

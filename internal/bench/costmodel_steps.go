@@ -26,7 +26,7 @@ var costSteps = []costStep{
 	{"secret decryption", "AES-GCM of the stored enc: secret", []string{"proto.(*SecretKey).Decrypt", "crypto/cipher.", "crypto/aes."}},
 	{"JSON", "encoding/json, gjson/sjson, proto.Parse*, in-place patches of records", []string{"encoding/json.", "goccy/go-json", "tidwall/gjson", "tidwall/sjson", "jetrelay/proto.Parse", "internal/store.Patch.", "internal/store.appendValue"}},
 	{"outcome write", "the outcome script (store.RecordOutcome*) and the engine's record path", []string{"store.(*Store).RecordOutcome", "store.(*Store).runCasPair", "store.(*Store).readPair", "engine.(*Engine).recordSuccess", "engine.(*Engine).recordFailure", "engine.(*Engine).finalFailure", "engine.(*Engine).write$"}},
-	{"put-offs", "a delivery that cannot go out now: wait, hold, wake-up publish", []string{"engine.(*Engine).wait$", "engine.(*Engine).hold$", "engine.(*Engine).publishWaiting", "engine.(*Engine).checkHeld", "engine.(*Engine).releaseHeld", "engine.(*Engine).noteWait"}},
+	{stepPutOffs, "a delivery that cannot go out now: wait, hold, wake-up publish", putOffMarkers},
 	{"Redis reads", "delivery, event, subscription and secret reads (store.DeliveryAndLoad, store.Load and friends) up to the hand-off to the autopipeliner", []string{"store.(*Store).Load", "store.(*Store).DeliveryAndLoad", "store.(*Prefetched).Bundle", "store.(*Store).bundle$", "store.(*Store).read$", "store.(*Store).Delivery$", "store.(*Store).Subscription$", "internal/store.(*subCache", "internal/store.(*SubCache"}},
 	{"POST (client side)", "transport/webhook and net/http's client, its connection loops included", []string{"jetrelay/transport/webhook.", "net/http.(*persistConn)", "net/http.(*Transport)", "net/http.(*Client)", "net/http.send"}},
 	{"fetch and ack (NATS client)", "nats.go in the engine: fetch requests, message delivery, acks", []string{"nats-io/nats%2ego", "nats-io/nats.go"}},
@@ -37,6 +37,31 @@ var costSteps = []costStep{
 	{"Redis round trips (autopipeliner)", "go-redis's autopipeliner goroutines write and read the batched commands of the reads and the outcome scripts together, so their socket I/O is one step", []string{"redis/go-redis"}},
 	{"Go GC (background)", "runtime.gcBgMarkWorker; allocation inside a step is that step's", []string{"runtime.gcBgMarkWorker"}},
 	{"Go scheduler, netpoll, syscalls", "runtime outside any step", []string{"runtime."}},
+}
+
+// stepPutOffs is the engine's put-off path: the functions of putOffMarkers
+// and everything they call.
+const stepPutOffs = "put-offs"
+
+// putOffMarkers are the engine's put-off functions: deciding a wait or a
+// hold, writing the record's wait note and publishing the wake-up or held
+// copy (one at a time or in bulk), and the held-checks' releases.
+var putOffMarkers = []string{"engine.(*Engine).wait$", "engine.(*Engine).hold$", "engine.(*Engine).holdForBreaker",
+	"engine.(*Engine).putOffNow", "engine.(*putOffs).do", "engine.(*Engine).writePutOffs", "engine.(*Engine).publishWaiting",
+	"engine.(*Engine).checkHeld", "engine.(*Engine).releaseHeld", "engine.(*Engine).noteWait"}
+
+// putOffPathOf gives a stack to stepPutOffs when any of its functions is
+// in the put-off path, whatever it calls (JSON, Redis, the publish), and
+// to stepOther otherwise: the backlog scenario's price of a put-off.
+func putOffPathOf(stack []string) string {
+	for _, m := range putOffMarkers {
+		for _, fn := range stack {
+			if matchMarker(fn, m) {
+				return stepPutOffs
+			}
+		}
+	}
+	return stepOther
 }
 
 // stepOther takes what no step claims.
