@@ -57,8 +57,9 @@ them queue behind its own work; four mechanisms stop that.
   p99 of each period.
 
 What remains shared is the machine: every put-off still costs a fetch,
-Redis reads, a record write and a schedule, and the bridge moves every
-queued delivery through JetStream. The table above shows what that costs the healthy
+Redis reads, a record write and a schedule (the writes of put-offs that
+come together batched: one script call and one burst of publishes per
+batch), and the bridge moves every queued delivery through JetStream. The table above shows what that costs the healthy
 subscriptions here.
 
 ### Reading the bad subscriptions' row
