@@ -35,9 +35,15 @@ import (
 // and its work item is acked only after both (the caller acks). A batch
 // that fails fails only the deliveries in it, each put off again when its
 // item comes back, as before.
+//
+// Measured (`jetrelay bench --scenario backlog`, the engine's put-off path
+// from each case's CPU profile, old and new code alternated on one
+// machine): 40–51 µs per put-off beside a black hole and 40–52 µs beside
+// an endpoint answering 503 one at a time, 32 and 24–28 µs in bulk; the
+// notes' Redis round trips all but vanish from go-redis's autopipeliner.
 
-// putOffBatch bounds one batch: one script call's arguments (two records
-// each) and one burst of asynchronous publishes.
+// putOffBatch bounds one batch: one script call's arguments (a record's
+// read and patched bytes each) and one burst of asynchronous publishes.
 const putOffBatch = 256
 
 // putOff is one put-off's durable part.
