@@ -11,7 +11,14 @@ import (
 // returned; only a connection that is being torn down still reads then.
 var errBodyReleased = errors.New("webhook: request body released")
 
-// bodyLease lends the caller's body bytes to net/http for one Deliver call.
+// copiedBodyMax is the largest body Deliver copies rather than lends: a copy
+// of a typical event (about a kilobyte) costs less than the extra write and
+// packet that a lent body's separately flushed headers cost, and a copy
+// needs no lease; a body of megabytes is lent, not copied on every attempt.
+const copiedBodyMax = 64 << 10
+
+// bodyLease lends the caller's body bytes to net/http for one Deliver call
+// when the body is too large to copy (copiedBodyMax).
 // net/http reads a request body on its connection's write goroutine, with
 // nothing ordering those reads before RoundTrip returns (RoundTripper's
 // contract allows reading after it; the race detector shows it when a
@@ -32,6 +39,9 @@ func (l *bodyLease) reader() io.ReadCloser {
 }
 
 func (l *bodyLease) release() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
@@ -119,5 +120,47 @@ func TestDeliver_IsRaceFreeAndReusesConnectionsUnderConcurrency(t *testing.T) {
 	}
 	if c, o := closed.Load(), opened.Load(); c != o {
 		t.Errorf("after Close, %d of %d idle connections are still open", o-c, o)
+	}
+}
+
+// writeCounter counts the writes made on the connections it dialled.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+func TestDeliver_SendsASmallEventInOneWriteAndALargeOneWhole(t *testing.T) {
+	// A receiver sees a typical event arrive as one segment: headers and
+	// body in one write, not the headers flushed on their own first.
+	rcv := newReceiver(t, nil)
+	var writes atomic.Int32
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	tr := newTransport(t, webhook.Config{DialContext: dial})
+
+	for i, size := range []int{1 << 10, 60 << 10, 1 << 20} {
+		req := newRequest(rcv.URL)
+		req.Body = bytes.Repeat([]byte{'x'}, size)
+		before := writes.Load()
+		if res, err := tr.Deliver(context.Background(), req); err != nil || res.Outcome != transport.Delivered {
+			t.Fatalf("Deliver of %d bytes = %+v, %v", size, res, err)
+		}
+		n := writes.Load() - before
+		if size == 1<<10 && n != 1 {
+			t.Errorf("a %d-byte event went out in %d writes, want 1", size, n)
+		}
+		if got := rcv.requests()[i].body; !bytes.Equal(got, req.Body) {
+			t.Errorf("receiver got %d bytes of a %d-byte event, or other bytes", len(got), size)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 // newRequest builds the POST for req, or says why it can never be sent.
 // Error messages name the offending header but never quote a value or the
 // URL: either may carry a credential. The caller releases the returned
-// lease when the attempt is over.
+// lease (nil when the body was copied) when the attempt is over.
 func (t *Transport) newRequest(ctx context.Context, req *transport.Request) (*http.Request, *bodyLease, error) {
 	u, err := parseTarget(req.URL)
 	if err != nil {
@@ -31,10 +32,22 @@ func (t *Transport) newRequest(ctx context.Context, req *transport.Request) (*ht
 		return nil, nil, errors.New("webhook: cannot build a request for the subscription URL")
 	}
 	httpReq.Header = header
-	lease := &bodyLease{body: req.Body}
-	if len(req.Body) > 0 {
+	var lease *bodyLease // nil unless the body is lent
+	switch n := len(req.Body); {
+	case n == 0:
+	case n <= copiedBodyMax:
+		// A copy net/http may keep as long as it likes, in a type it knows
+		// is in memory: it then writes the headers and the body in one
+		// write (one packet for a small event) instead of flushing the
+		// headers on their own first.
+		body := bytes.Clone(req.Body)
+		httpReq.Body = io.NopCloser(bytes.NewReader(body))
+		httpReq.ContentLength = int64(n)
+		httpReq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	default:
+		lease = &bodyLease{body: req.Body}
 		httpReq.Body = lease.reader()
-		httpReq.ContentLength = int64(len(req.Body))
+		httpReq.ContentLength = int64(n)
 		httpReq.GetBody = func() (io.ReadCloser, error) { return lease.reader(), nil }
 	}
 	return httpReq, lease, nil
