@@ -110,6 +110,7 @@ func run(cmd *cobra.Command, args []string, version string, getenv func(string) 
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up after this long")
 	verbose := fs.BoolP("verbose", "v", false, "show jetrelay's own logs (info and above)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write the whole run's allocations (a heap profile; read it with go tool pprof -sample_index=alloc_space or alloc_objects) to this file when it ends")
 	scenario := sc.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return cli.Usagef("%w", err)
@@ -143,6 +144,11 @@ func run(cmd *cobra.Command, args []string, version string, getenv func(string) 
 	rep, err := scenario(ctx, b)
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		if err := writeAllocProfile(*memProfile); err != nil {
+			return err
+		}
 	}
 	rep.load = [2]string{loadBefore, loadAverage()}
 	fmt.Fprintf(stdout, "\n%s\n", rep.summary)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -274,4 +276,20 @@ func sortedByCount(m map[string]int64) []string {
 		return strings.Compare(a, b)
 	})
 	return keys
+}
+
+// writeAllocProfile writes the heap profile to path after a GC, so that its
+// allocation counts (alloc_space, alloc_objects) cover everything the run
+// allocated up to now.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("bench: writing the allocation profile: %w", err)
+	}
+	return f.Close()
 }
