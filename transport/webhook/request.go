@@ -19,17 +19,18 @@ import (
 // URL: either may carry a credential. The caller releases the returned
 // lease (nil when the body was copied) when the attempt is over.
 func (t *Transport) newRequest(ctx context.Context, req *transport.Request) (*http.Request, *bodyLease, error) {
-	u, err := parseTarget(req.URL)
-	if err != nil {
-		return nil, nil, err
-	}
 	header, err := t.header(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), http.NoBody)
+	// NewRequestWithContext parses the URL (the one parse a send makes);
+	// checkTarget then vets what it parsed.
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.URL, http.NoBody)
 	if err != nil {
-		return nil, nil, errors.New("webhook: cannot build a request for the subscription URL")
+		return nil, nil, errUnparsableURL
+	}
+	if err := checkTarget(httpReq.URL); err != nil {
+		return nil, nil, err
 	}
 	httpReq.Header = header
 	var lease *bodyLease // nil unless the body is lent
@@ -58,22 +59,29 @@ func (t *Transport) newRequest(ctx context.Context, req *transport.Request) (*ht
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// Both *url.Error and its causes quote parts of the URL, which may
-		// hold a password: say only that it does not parse.
-		return nil, errors.New("webhook: invalid subscription URL: it does not parse as a URL")
+		return nil, errUnparsableURL
 	}
+	return u, checkTarget(u)
+}
+
+// errUnparsableURL says only that a URL does not parse: both *url.Error and
+// its causes quote parts of the URL, which may hold a password.
+var errUnparsableURL = errors.New("webhook: invalid subscription URL: it does not parse as a URL")
+
+// checkTarget is parseTarget's rules for a URL already parsed.
+func checkTarget(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("webhook: subscription URL scheme must be http or https, got %q", u.Scheme)
+		return fmt.Errorf("webhook: subscription URL scheme must be http or https, got %q", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return nil, errors.New("webhook: subscription URL has no host")
+		return errors.New("webhook: subscription URL has no host")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("webhook: subscription URL port %s is out of range", p)
+			return fmt.Errorf("webhook: subscription URL port %s is out of range", p)
 		}
 	}
-	return u, nil
+	return nil
 }
 
 // header builds the request headers: transport.IdentityHeaders, the
