@@ -73,6 +73,10 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}
 	}
+	// Both processes' CPU is judged against issue 22's bound.
+	if !regexp.MustCompile(`\| \*\*both\*\* \| \*\*[0-9]+ µs\*\* \| issue 22's target: ≤ 110 µs, \*\*(met|missed)\*\* \|`).MatchString(doc) {
+		t.Errorf("the outside figures give no verdict on the 110 µs target:\n%s", doc)
+	}
 	// The drain's Go heap is counted: a delivery allocates kilobytes (its
 	// records, the request, the receiver's side) in hundreds of objects.
 	if m := regexp.MustCompile(`: ([0-9.]+) KiB in ([0-9]+) objects allocated per delivery, [0-9]+ GC cycles`).FindStringSubmatch(doc); m == nil {

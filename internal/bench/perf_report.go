@@ -13,15 +13,26 @@ import (
 )
 
 // The performance targets of issue 6 (2-core machine, 1 KB events), with
-// issue 22's tighter p99 at 1,000/s (5 ms; issue 6 asked for 10 ms).
+// issue 22's: a third of the ceiling end to end (issue 6 asked for half, for
+// the fast receiver only) with one subscription and ten, embedded and over
+// TCP, and a tighter p99 at 1,000/s (5 ms; issue 6 asked for 10 ms).
 const (
-	targetCeilingShare = 0.50 // fast receiver, of the ceiling
+	targetCeilingShare = 0.33 // of the ceiling: ceilingCases
 	targetFastRatio    = 10   // × the sequential reference, fast receiver
 	targetSlowRatio    = 100  // × the sequential reference, 50 ms receiver
 	targetLoneShare    = 0.90 // one subscription, of the same case's throughput with --subs subscriptions (issue 14)
 	targetP99At1000    = 5 * time.Millisecond
 	targetRSSPerReplic = 150_000_000 // bytes: 150 MB (143 MiB)
 )
+
+// ceilingCases are the cases issue 22 holds to targetCeilingShare: the fast
+// receiver with ten subscriptions and with one, embedded, and one replica
+// whose NATS is over TCP.
+var ceilingCases = []struct{ id, what string }{
+	{"fast", "the fast receiver"},
+	{"fast-1", "the fast receiver, 1 subscription"},
+	{"replicas-1", "the fast receiver, 1 replica, NATS over TCP"},
+}
 
 // perfTarget is one target's verdict and, when missed, the evidence.
 type perfTarget struct {
@@ -108,11 +119,17 @@ func perfReport(b *benchContext, o *perfOptions, results []*perfResult) *benchRe
 	}
 	if len(missed) > 0 {
 		doc.WriteString("\n## Targets missed, and what bounds them\n\n")
+		shown := map[*perfResult]bool{} // a case's profile is shown once, under its first missed target
 		for _, tg := range missed {
 			fmt.Fprintf(&doc, "### %s\n\nMeasured %s. **Bound:** %s\n\n", tg.what, tg.measured, tg.bound)
-			if tg.profileOf != nil && tg.profileOf.profile != nil {
+			switch p := tg.profileOf; {
+			case p == nil || p.profile == nil:
+			case shown[p]:
+				fmt.Fprintf(&doc, "CPU profile of case \"%s\": above.\n\n", p.title)
+			default:
+				shown[p] = true
 				fmt.Fprintf(&doc, "CPU profile of case \"%s\" (this process: jetrelay, the embedded NATS, the sink and admin's writer; redis-server is a separate process):\n\n%s\n",
-					tg.profileOf.title, tg.profileOf.profile.table(12))
+					p.title, p.profile.table(12))
 			}
 		}
 	}
@@ -143,14 +160,18 @@ func referenceFor(r *perfResult, o *perfOptions, fast, slow *perfResult) *perfRe
 func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfResult) []perfTarget {
 	var out []perfTarget
 	ceiling, fast, refFast, refSlow := byID("ceiling"), byID("fast"), byID("reference-fast"), byID("reference-slow")
-	if ceiling != nil && fast != nil && ceiling.throughput > 0 {
-		share := fast.throughput / ceiling.throughput
+	for _, c := range ceilingCases {
+		r := byID(c.id)
+		if ceiling == nil || r == nil || ceiling.throughput <= 0 {
+			continue
+		}
+		share := r.throughput / ceiling.throughput
 		out = append(out, perfTarget{
-			what:     fmt.Sprintf("end-to-end throughput with the fast receiver ≥ %.0f %% of the ceiling", targetCeilingShare*100),
-			measured: fmt.Sprintf("%.0f/s of %.0f/s = %.0f %%", fast.throughput, ceiling.throughput, share*100),
-			met:      share >= targetCeilingShare && fast.succeeded == fast.expected, profileOf: fast,
-			bound: cpuBound(fast) + fmt.Sprintf(" A bare POST (the ceiling) costs %.0f µs of CPU; end to end, each delivery cost %.0f µs (this process %.0f, redis-server %.0f), admin's writes included. ",
-				costPer(ceiling), costPer(fast), perDelivery(fast.cpu, fast.succeeded), perDelivery(fast.redisCPU, fast.succeeded)) + costCeiling(byID("queued"), ceiling),
+			what:     fmt.Sprintf("end-to-end throughput with %s ≥ %.0f %% of the ceiling", c.what, targetCeilingShare*100),
+			measured: fmt.Sprintf("%.0f/s of %.0f/s = %.0f %%", r.throughput, ceiling.throughput, share*100),
+			met:      share >= targetCeilingShare && r.succeeded == r.expected, profileOf: r,
+			bound: cpuBound(r) + fmt.Sprintf(" A bare POST (the ceiling) costs %.0f µs of CPU; end to end, each delivery cost %.0f µs (this process %.0f, redis-server %.0f), admin's writes included. ",
+				costPer(ceiling), costPer(r), perDelivery(r.cpu, r.succeeded), perDelivery(r.redisCPU, r.succeeded)) + costCeiling(byID("queued"), ceiling),
 		})
 	}
 	if fast != nil && refFast != nil && refFast.throughput > 0 {
