@@ -29,9 +29,25 @@ func (m *Metrics) labels(l engine.Labels, more ...string) []string {
 	return append(out, more...)
 }
 
+// key is the childKey of labels(l, last...): l's label values, capped, then
+// last when given.
+func (m *Metrics) key(l engine.Labels, last ...string) childKey {
+	var k childKey
+	i := 0
+	if m.opts.TenantTag {
+		k[i] = m.tenants.value(l.TenantID)
+		i++
+	}
+	k[i] = m.eventTypes.value(l.EventType)
+	if len(last) > 0 {
+		k[i+1] = last[0]
+	}
+	return k
+}
+
 // Sending counts a send starting (engine.Observer).
 func (m *Metrics) Sending(l engine.Labels) {
-	m.attempts.WithLabelValues(m.labels(l)...).Inc()
+	m.attemptsBy.get(m.key(l)).Inc()
 	m.inFlight.Inc()
 }
 
@@ -42,9 +58,9 @@ func (m *Metrics) Sent(_ engine.Labels, s engine.Send) {
 	if s.Transport != "" {
 		tr = m.transports.value(s.Transport)
 	}
-	m.sends.WithLabelValues(tr, oneOf(s.Outcome, sendOutcomes)).Inc()
+	m.sendsBy.get(childKey{tr, oneOf(s.Outcome, sendOutcomes)}).Inc()
 	if s.Transport != "" {
-		m.sendDuration.WithLabelValues(tr).Observe(s.Latency.Seconds())
+		m.sendTimesBy.get(childKey{tr}).Observe(s.Latency.Seconds())
 	}
 }
 
@@ -73,7 +89,7 @@ func (m *Metrics) Decided(d engine.Decision) {
 // succeeded counts a recorded success, its latency and the delivery's age.
 // The reference records the latency even when it is 0.
 func (m *Metrics) succeeded(l engine.Labels, statusCode int, latency, age time.Duration) {
-	m.success.WithLabelValues(m.labels(l, statusFamily(statusCode))...).Inc()
+	m.successBy.get(m.key(l, statusFamily(statusCode))).Inc()
 	m.observeLatency(l, "success", latency)
 	m.age.Observe(max(age, 0).Seconds())
 }
@@ -109,9 +125,9 @@ func (m *Metrics) failedReason(reason string) string {
 }
 
 func (m *Metrics) observeLatency(l engine.Labels, outcome string, latency time.Duration) {
-	lvs := m.labels(l, outcome)
-	m.latency.WithLabelValues(lvs...).Observe(latency.Seconds())
-	m.latencyMax.observe(latency.Seconds(), lvs...)
+	s := m.latencyBy.get(m.key(l, outcome))
+	s.summary.Observe(latency.Seconds())
+	m.latencyMax.observeRing(s.max, latency.Seconds())
 }
 
 // stale1 counts a delivery failed for its age; the reference tags it with

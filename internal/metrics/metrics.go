@@ -70,6 +70,14 @@ type Metrics struct {
 	boundary       *prometheus.CounterVec
 	headersDropped *prometheus.CounterVec
 
+	// The children of the vectors above that every delivery touches
+	// (children.go).
+	attemptsBy  *children[prometheus.Counter]
+	successBy   *children[prometheus.Counter]
+	latencyBy   *children[latencySeries]
+	sendsBy     *children[prometheus.Counter]
+	sendTimesBy *children[prometheus.Observer]
+
 	sends        *prometheus.CounterVec
 	sendDuration *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
@@ -135,6 +143,17 @@ func New(opts Options) *Metrics {
 		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400},
 	})
 	m.reg.MustRegister(m.sendDuration, m.inFlight, m.age)
+	perDelivery := 1 // event_type, led by the tenant with the tag
+	if opts.TenantTag {
+		perDelivery++
+	}
+	m.attemptsBy = newChildren(perDelivery, func(lvs []string) prometheus.Counter { return m.attempts.WithLabelValues(lvs...) })
+	m.successBy = newChildren(perDelivery+1, func(lvs []string) prometheus.Counter { return m.success.WithLabelValues(lvs...) })
+	m.latencyBy = newChildren(perDelivery+1, func(lvs []string) latencySeries {
+		return latencySeries{summary: m.latency.WithLabelValues(lvs...), max: m.latencyMax.ring(lvs)}
+	})
+	m.sendsBy = newChildren(2, func(lvs []string) prometheus.Counter { return m.sends.WithLabelValues(lvs...) })
+	m.sendTimesBy = newChildren(1, func(lvs []string) prometheus.Observer { return m.sendDuration.WithLabelValues(lvs...) })
 	m.postponed = counter("jetrelay_deliveries_postponed_total", "Deliveries put off without using an attempt, by reason: breaker_open, subscription_busy, subscription_paused, subscription_disabled, infra_error, secret_unavailable.", []string{"reason"})
 
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{

@@ -76,6 +76,9 @@ func TestObserver_CountsOutcomesWithTheReferenceLabels(t *testing.T) {
 		}},
 		{"tenant tag on", true, map[string]map[string]float64{
 			"cycles_webhook_delivery_attempts_total":          {"event_type=budget.exhausted,tenant=acme": 2},
+			"cycles_webhook_delivery_success_total":           {"event_type=budget.exhausted,status_code_family=2xx,tenant=acme": 1},
+			"cycles_webhook_delivery_latency_seconds":         {"event_type=budget.exhausted,outcome=success,tenant=acme": 1, "event_type=budget.exhausted,outcome=failure,tenant=acme": 1},
+			"jetrelay_transport_sends_total":                  {"outcome=delivered,transport=https": 1, "outcome=failed,transport=https": 1},
 			"cycles_webhook_delivery_failed_total":            {"event_type=budget.exhausted,reason=http_5xx,tenant=acme": 1, "event_type=budget.exhausted,reason=http_4xx,tenant=acme": 1, "event_type=UNKNOWN,reason=event_not_found,tenant=UNKNOWN": 1},
 			"cycles_webhook_delivery_stale_total":             {"tenant=UNKNOWN": 1},
 			"cycles_webhook_subscription_auto_disabled_total": {"reason=consecutive_failures,tenant=acme": 1},
@@ -172,8 +175,9 @@ func TestWindowMax_KeepsTheLargestValueForTwoMinutesThenDecays(t *testing.T) {
 		}
 		return v
 	}
-	w.observe(2.5, "success")
-	w.observe(1, "success")
+	success := w.ring([]string{"success"})
+	w.observeRing(success, 2.5)
+	w.observeRing(w.ring([]string{"success"}), 1) // the same series
 	if v := read(); v != 2.5 {
 		t.Fatalf("max right after = %v, want 2.5", v)
 	}

@@ -41,17 +41,24 @@ func newWindowMax(name, help string, labels []string) *windowMax {
 	}
 }
 
-// observe records v for the label values lvs.
-func (w *windowMax) observe(v float64, lvs ...string) {
+// ring returns the series of the label values lvs, created if new.
+func (w *windowMax) ring(lvs []string) *maxRing {
 	key := strings.Join(lvs, "\xff")
-	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r := w.series[key]
 	if r == nil {
-		r = &maxRing{labels: lvs, rotated: now}
+		r = &maxRing{labels: lvs, rotated: w.now()}
 		w.series[key] = r
 	}
+	return r
+}
+
+// observeRing records v in r, one of w's series (ring).
+func (w *windowMax) observeRing(r *maxRing, v float64) {
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	r.rotate(now)
 	// Every buffer sees every value; rotation clears the oldest, so the
 	// current one holds the max since it was last cleared.
