@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,10 @@ type costOptions struct {
 	eventBytes  int
 	settle      time.Duration
 	relayBinary string
+	// rounds outside drains of each binary, alternating with the
+	// baseline's when there is one: the figures are the median round's.
+	rounds         int
+	baselineBinary string
 }
 
 func costFlags(fs *pflag.FlagSet) benchRun {
@@ -31,10 +37,12 @@ func costFlags(fs *pflag.FlagSet) benchRun {
 	fs.IntVar(&o.eventBytes, "event-bytes", 1024, "approximate size of each stored event (JSON)")
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long a drain may take")
 	fs.StringVar(&o.relayBinary, "relay-binary", "", "jetrelay binary whose `run` the outside run starts as a separate process; default: this one")
+	fs.IntVar(&o.rounds, "rounds", 3, "outside drains of each binary (the figures are the median round's: one drain's CPU moves by a fifth on a shared machine)")
+	fs.StringVar(&o.baselineBinary, "baseline-binary", "", "a jetrelay binary to compare with (before a change): its outside drains alternate with this binary's, and both medians are reported")
 	return func(ctx context.Context, b *benchContext) (*benchReport, error) {
 		if o.deliveries < 100 || o.deliveries > 1_000_000 || o.subs < 1 || o.subs > 1000 || o.emitters < 1 || o.emitters > 256 ||
-			o.eventBytes < 400 || o.eventBytes > 256<<10 || o.settle <= 0 {
-			return nil, errors.New("costmodel: --deliveries 100..1000000, --subs 1..1000, --emitters 1..256, --event-bytes 400..262144, --settle > 0")
+			o.eventBytes < 400 || o.eventBytes > 256<<10 || o.settle <= 0 || o.rounds < 1 || o.rounds > 25 {
+			return nil, errors.New("costmodel: --deliveries 100..1000000, --subs 1..1000, --emitters 1..256, --event-bytes 400..262144, --settle > 0, --rounds 1..25")
 		}
 		return runCostModel(ctx, b, o)
 	}
@@ -65,18 +73,50 @@ func runCostModel(ctx context.Context, b *benchContext, o *costOptions) (*benchR
 	if err != nil {
 		return nil, err
 	}
-	out, err := outsideDrain(ctx, b, o, bin)
-	if err != nil {
-		return nil, fmt.Errorf("outside run: %w", err)
+	var this, before outsideRounds
+	for range o.rounds {
+		if o.baselineBinary != "" {
+			r, err := outsideDrain(ctx, b, o, o.baselineBinary)
+			if err != nil {
+				return nil, fmt.Errorf("outside run of the baseline: %w", err)
+			}
+			before = append(before, r)
+		}
+		r, err := outsideDrain(ctx, b, o, bin)
+		if err != nil {
+			return nil, fmt.Errorf("outside run: %w", err)
+		}
+		this = append(this, r)
 	}
-	b.stepf("  %d deliveries in %s: jetrelay run %.0f µs + redis-server %.0f µs of CPU per delivery, %.2f Redis commands per delivery",
-		out.n, out.wall.Round(time.Millisecond), perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), out.commandsPer())
 	in, err := profileDrain(ctx, b, o)
 	if err != nil {
 		return nil, fmt.Errorf("profiled run: %w", err)
 	}
-	return costReport(o, out, in), nil
+	return costReport(o, this, before, in), nil
 }
+
+// outsideRounds are the outside drains of one binary.
+type outsideRounds []*outsideFigures
+
+// median is the round whose CPU per delivery (both processes) is the
+// median's.
+func (rs outsideRounds) median() *outsideFigures {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b *outsideFigures) int { return cmp.Compare(a.perDelivery(), b.perDelivery()) })
+	return sorted[len(sorted)/2]
+}
+
+// String lists every round's CPU per delivery, in the order they ran.
+func (rs outsideRounds) String() string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.0f + %.0f", perDelivery(r.relayCPU, r.n), perDelivery(r.redisCPU, r.n))
+	}
+	return strings.Join(parts, ", ") + " µs"
+}
+
+// perDelivery is both processes' CPU per delivery, in µs.
+func (o *outsideFigures) perDelivery() float64 { return perDelivery(o.relayCPU+o.redisCPU, o.n) }
 
 // costEnv starts a fresh Redis and JetStream, the subscriptions and their
 // receiver, and preloads the backlog; jetrelay is built but not started.
@@ -166,6 +206,8 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 			out.commands[k] = d
 		}
 	}
+	b.stepf("  %d deliveries in %s: jetrelay run %.0f µs + redis-server %.0f µs of CPU per delivery, %.2f Redis commands per delivery",
+		out.n, out.wall.Round(time.Millisecond), perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), out.commandsPer())
 	return out, nil
 }
 

@@ -14,15 +14,26 @@ const targetQueuedCPU = 110.0
 
 // costReport renders both runs: the outside figures, then the CPU per
 // delivery of each step.
-func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchReport {
+func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain) *benchReport {
 	var b strings.Builder
+	out := rounds.median()
 	fmt.Fprintf(&b, "### Outside figures (no profiler)\n\n")
 	fmt.Fprintf(&b, "%d deliveries preloaded for %d subscription(s) (encrypted secrets, ~%d-byte events), then drained by `jetrelay run` "+
-		"in its own process (embedded JetStream) to a receiver in the bench process; %s of wall time.\n\n", out.n, o.subs, o.eventBytes, out.wall.Round(time.Millisecond))
+		"in its own process (embedded JetStream) to a receiver in the bench process, %d time(s), each on fresh servers; the figures are "+
+		"the median drain's (%s of wall time). Every drain, `jetrelay run` + redis-server per delivery in the order they ran: %s.\n\n",
+		out.n, o.subs, o.eventBytes, len(rounds), out.wall.Round(time.Millisecond), rounds)
+	if len(before) > 0 {
+		old := before.median()
+		fmt.Fprintf(&b, "Before and after, in the same run: the baseline binary (`%s`) drained the same backlog before each of these drains, "+
+			"alternating. Its median: **%.0f µs** (`jetrelay run` %.0f + redis-server %.0f), %.2f Redis commands per delivery; this binary's: **%.0f µs**, %.2f "+
+			"(%+.0f %%). Every baseline drain: %s.\n\n",
+			o.baselineBinary, old.perDelivery(), perDelivery(old.relayCPU, old.n), perDelivery(old.redisCPU, old.n), old.commandsPer(),
+			out.perDelivery(), out.commandsPer(), 100*(out.perDelivery()/old.perDelivery()-1), before)
+	}
 	b.WriteString("| figure | per delivery | how |\n|---|---:|---|\n")
 	fmt.Fprintf(&b, "| CPU of the `jetrelay run` process | %.0f µs | user + system from `/proc/<pid>/stat`, from its start to the last outcome |\n", perDelivery(out.relayCPU, out.n))
 	fmt.Fprintf(&b, "| CPU of redis-server | %.0f µs | `/proc/<pid>/stat` (pid from INFO server), same window |\n", perDelivery(out.redisCPU, out.n))
-	both := perDelivery(out.relayCPU+out.redisCPU, out.n)
+	both := out.perDelivery()
 	verdict := "**missed**"
 	if both <= targetQueuedCPU {
 		verdict = "**met**"
@@ -135,9 +146,13 @@ func costReport(o *costOptions, out *outsideFigures, in *profiledDrain) *benchRe
 		"a little below the outside figure. Hottest functions (self time):\n\n", ps.samples)
 	b.WriteString(ps.table(12)[strings.Index(ps.table(12), "\n| hottest")+1:])
 
-	summary := fmt.Sprintf("outside: jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n"+
-		"profiled: jetrelay's side %.0f µs per delivery; %s\n",
-		perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), perDelivery(out.relayCPU+out.redisCPU, out.n), out.commandsPer(), commandBreakdown(out), jetrelay, in.allocated())
+	summary := fmt.Sprintf("outside, median of %d drains (%s): jetrelay run %.0f µs + redis-server %.0f µs = %.0f µs of CPU per delivery; %.2f Redis commands per delivery (%s)\n",
+		len(rounds), rounds, perDelivery(out.relayCPU, out.n), perDelivery(out.redisCPU, out.n), out.perDelivery(), out.commandsPer(), commandBreakdown(out))
+	if len(before) > 0 {
+		old := before.median()
+		summary += fmt.Sprintf("baseline, median of %d drains (%s): %.0f µs; this binary %+.0f %%\n", len(before), before, old.perDelivery(), 100*(out.perDelivery()/old.perDelivery()-1))
+	}
+	summary += fmt.Sprintf("profiled: jetrelay's side %.0f µs per delivery; %s\n", jetrelay, in.allocated())
 	return &benchReport{title: "jetrelay cost model", section: costModelSection, summary: summary + "\n" + b.String(), doc: b.String()}
 }
 

@@ -145,9 +145,6 @@ func runOrdering(ctx context.Context, b *benchContext, o *orderingOptions) (*ben
 		if r.oldDrain, err = outsideDrain(ctx, b, co, o.baselineBinary); err != nil {
 			return nil, fmt.Errorf("drain by the baseline: %w", err)
 		}
-		for _, d := range []*outsideFigures{r.thisDrain, r.oldDrain} {
-			b.stepf("  %d deliveries in %s, %.2f Redis commands per delivery", d.n, d.wall.Round(time.Millisecond), d.commandsPer())
-		}
 	}
 	return orderingReport(o, r), nil
 }
