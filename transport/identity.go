@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -76,8 +75,16 @@ func CustomHeaders(req *Request, reserved func(name string) bool) ([]Header, err
 	if err := CheckHeaderSetSize(req.Headers); err != nil {
 		return nil, err
 	}
-	out := make([]Header, 0, len(req.Headers))
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
+	if len(req.Headers) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(req.Headers))
+	for name := range req.Headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]Header, 0, len(names))
+	for _, name := range names {
 		value := req.Headers[name]
 		switch {
 		case !proto.ValidHeaderName(name):

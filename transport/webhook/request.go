@@ -99,10 +99,17 @@ func (t *Transport) header(req *transport.Request) (http.Header, error) {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	h := make(http.Header, len(identity)+1+len(custom))
-	for _, x := range identity {
-		h[x.Name] = []string{x.Value}
+	// One backing array for every single value (each header's slice is
+	// capped at its own value, so an Add later cannot overwrite the next).
+	values := make([]string, 0, len(identity)+1)
+	one := func(name, value string) {
+		values = append(values, value)
+		h[name] = values[len(values)-1 : len(values) : len(values)]
 	}
-	h[proto.HeaderUserAgent] = []string{t.cfg.UserAgent}
+	for _, x := range identity {
+		one(x.Name, x.Value)
+	}
+	one(proto.HeaderUserAgent, t.cfg.UserAgent)
 	for _, x := range custom {
 		h.Add(x.Name, x.Value)
 	}
