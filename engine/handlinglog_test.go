@@ -13,7 +13,7 @@ import (
 func TestHandlingLog_SourceIsTheCaller(t *testing.T) {
 	var out bytes.Buffer
 	l := newHandlingLog(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{AddSource: true})), "del_1")
-	l.with("attempt", 2)
+	l.withAttempt(2)
 	l.Warn("w")
 	l.logger().Warn("derived")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -36,9 +36,9 @@ func BenchmarkHandlingLog(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			l := newHandlingLog(base, "del_0123456789abcdef")
-			l.with("subscription_id", "whsub_0123456789", "event_id", "evt_0123456789abcdef")
-			l.with("attempt", 1)
-			l.with("trace_id", "0123456789abcdef0123456789abcdef")
+			l.withRoute("whsub_0123456789", "evt_0123456789abcdef")
+			l.withAttempt(1)
+			l.withTrace("0123456789abcdef0123456789abcdef")
 			l.Log(b.Context(), slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", 200, "latency_ms", 3})
 		}
 	})

@@ -116,7 +116,7 @@ func (e *Engine) process(h *handling) settlement {
 	}
 	h.rec = rec
 	d := rec.Delivery
-	h.log.with("subscription_id", d.SubscriptionID, "event_id", d.EventID)
+	h.log.withRoute(d.SubscriptionID, d.EventID)
 	h.lab = Labels{EventType: d.EventType}
 	if d.Status.Terminal() {
 		h.log.Debug("delivery already final; skipping duplicate work item", "status", d.Status)
@@ -247,7 +247,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	ctx, b, lab := h.ctx, h.b, h.lab
 	d, ev, sub := h.delivery(), b.Event, b.Subscription
 	attempt := d.Attempts + 1
-	h.log.with("attempt", attempt)
+	h.log.withAttempt(attempt)
 	if attempt == 1 {
 		// Once per delivery, at its first send: the reference validates on
 		// every handling, which jetrelay repeats for put-offs too.
@@ -274,7 +274,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		req.Signature = proto.Sign(secret, b.EventRaw)
 	}
 	e.standardWebhooks(h, req, secret)
-	h.log.with("trace_id", traceID)
+	h.log.withTrace(traceID)
 	h.logTraced = true
 
 	var res transport.Result

@@ -260,7 +260,7 @@ func (e *Engine) finalFailure(h *handling, counts bool, reason, msg string, late
 func (e *Engine) recordFailure(h *handling, o outcome) settlement {
 	now := time.Now()
 	policy := h.sub().Policy()
-	h.log.with("status_code", o.res.StatusCode)
+	h.log.withStatusCode(o.res.StatusCode)
 	if o.permanent() || policy.Exhausted(o.attempt) || o.lastChance {
 		ev := e.deliveryFailedEvent(h, o.attempt, o.res.StatusCode, o.message())
 		return e.finalFailure(h, !o.blocked(), o.reason(), o.message(), o.res.Latency, ev, func(cur *proto.Delivery) store.Patch {

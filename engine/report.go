@@ -23,7 +23,9 @@ func (e *Engine) report(h *handling, d Decision, until time.Time, err string, ex
 	}
 	if d.Kind == Delivered {
 		spanEvent(h.ctx, eventDelivered, "delivered", attribute.Int("http.response.status_code", d.StatusCode))
-		h.log.Log(h.ctx, slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", d.StatusCode, "latency_ms", d.Latency.Milliseconds()}, extra...)
+		if h.log.enabled(h.ctx, slog.LevelInfo) {
+			h.log.Log(h.ctx, slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", d.StatusCode, "latency_ms", d.Latency.Milliseconds()}, extra...)
+		}
 		return
 	}
 	// args[1] is the line's outcome, set below.
