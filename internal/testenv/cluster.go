@@ -37,12 +37,24 @@ func Cluster(t testing.TB, n int) *ClusterEnv {
 		t.Fatalf("testenv.Cluster: need at least one node, got %d", n)
 	}
 	base := t.TempDir()
+	// Every node's route port is in every node's routes, so the ports are
+	// chosen first. Each stays held (listened on) until just before its
+	// node starts: a port picked and let go at once could be taken by
+	// another process while the nodes before it start, and its node would
+	// then never get ready.
 	routePorts := make([]int, n)
 	routes := make([]string, n)
+	held := make([]net.Listener, n)
 	for i := range n {
-		routePorts[i] = freeLoopbackPort(t)
+		held[i] = holdLoopbackPort(t)
+		routePorts[i] = held[i].Addr().(*net.TCPAddr).Port
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i])
 	}
+	defer func() {
+		for _, l := range held {
+			_ = l.Close() // those of nodes that never started
+		}
+	}()
 	c := &ClusterEnv{}
 	t.Cleanup(c.shutdownAll)
 	for i := range n {
@@ -57,6 +69,7 @@ func Cluster(t testing.TB, n int) *ClusterEnv {
 			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
 		}
 		node := &clusterNode{opts: o}
+		_ = held[i].Close()
 		if err := node.start(); err != nil {
 			t.Fatalf("testenv: start cluster node %s: %v", name, err)
 		}
@@ -80,9 +93,16 @@ func (n *clusterNode) start() error {
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
+		missing := ""
+		if srv.Addr() == nil {
+			missing += " (no client listener)"
+		}
+		if srv.ClusterAddr() == nil {
+			missing += fmt.Sprintf(" (no route listener on port %d: taken?)", n.opts.Cluster.Port)
+		}
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return fmt.Errorf("not ready for connections after 10s")
+		return fmt.Errorf("not ready for connections after 10s%s", missing)
 	}
 	n.srv = srv
 	return nil
@@ -206,13 +226,13 @@ func (c *ClusterEnv) shutdownAll() {
 	}
 }
 
-// freeLoopbackPort returns a loopback port nothing listens on right now.
-func freeLoopbackPort(t testing.TB) int {
+// holdLoopbackPort listens on a free loopback port and returns the
+// listener: the port stays the caller's until it closes it.
+func holdLoopbackPort(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("testenv: free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln
 }
