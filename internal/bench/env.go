@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/app"
 	"github.com/jetrelay/jetrelay/internal/config"
+	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -68,8 +70,9 @@ type envOptions struct {
 	// held builds jetrelay but does not start it: call start.
 	held bool
 	// child, a jetrelay binary, runs jetrelay as a separate process (that
-	// binary's `run`, with its embedded JetStream) instead of in this one,
-	// configured by the same settings; one replica, no TCP listener.
+	// binary's `run`) instead of in this one, configured by the same
+	// settings; one replica, with its embedded JetStream, or with tcp a
+	// JetStream server in this process that it reaches over loopback TCP.
 	child string
 }
 
@@ -112,10 +115,20 @@ func startBenchEnv(ctx context.Context, b *benchContext, opts envOptions) (_ *be
 			return nil, err
 		}
 	}
-	if opts.tcp || opts.replicas > 1 {
-		if opts.child != "" {
-			return nil, errors.New("a separate jetrelay process runs one replica with in-process NATS")
+	switch {
+	case opts.child != "" && opts.replicas > 1:
+		return nil, errors.New("a separate jetrelay process runs one replica")
+	case opts.child != "" && opts.tcp:
+		// The separate process reaches a JetStream server in this one over
+		// loopback TCP, as a replica reaches a NATS cluster: the server's
+		// CPU is then this process's, which the case adds to the child's.
+		ns, err := natsserver.Start(ctx, natsserver.Options{StoreDir: filepath.Join(env.dataDir, "nats"), Listen: "127.0.0.1:0"})
+		if err != nil {
+			return nil, err
 		}
+		env.closers = append(env.closers, closerFunc(ns.Shutdown))
+		forced["NATS_URL"] = ns.ClientURL()
+	case opts.tcp || opts.replicas > 1:
 		forced["JETRELAY_NATS_LISTEN"] = "127.0.0.1:0"
 	}
 	if opts.child != "" {
@@ -200,6 +213,14 @@ func (env *benchEnv) start(ctx context.Context) error {
 	for _, s := range stacks {
 		go func() { env.runDone <- s.Run(runCtx) }()
 	}
+	return nil
+}
+
+// closerFunc closes by calling itself.
+type closerFunc func()
+
+func (f closerFunc) Close() error {
+	f()
 	return nil
 }
 

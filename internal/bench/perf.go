@@ -75,7 +75,7 @@ func perfFlags(fs *pflag.FlagSet) benchRun {
 }
 
 // perfCaseIDs lists every case in the order they run.
-var perfCaseIDs = []string{"ceiling", "fast", "fast-1", "ordered-1", "reference-fast", "slow", "slow-1", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
+var perfCaseIDs = []string{"ceiling", "fast", "fast-1", "drain", "drain-1", "drain-tcp", "ordered-1", "reference-fast", "slow", "slow-1", "slow-sized", "reference-slow", "fanout", "replicas-1", "replicas-n", "rate", "queued"}
 
 func (o *perfOptions) validate() error {
 	var errs []error
@@ -168,6 +168,18 @@ func runPerformance(ctx context.Context, b *benchContext, o *perfOptions) (*benc
 		// limit, not a fixed share, decides what it gets (docs/operations.md).
 		{"fast-1", one(func() (*perfResult, error) {
 			return p.e2e(ctx, e2eCase{id: "fast-1", title: "fast receiver, 1 subscription", layout: lone, events: o.deliveries})
+		})},
+		// Issue 22's measure of the ceiling share: the same shapes drained
+		// from a preloaded backlog by `jetrelay run` in its own process, so
+		// admin's writers do not share the CPUs while it delivers.
+		{"drain", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "drain", title: "fast receiver, preloaded backlog", layout: fast, events: o.deliveries, prequeue: true})
+		})},
+		{"drain-1", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "drain-1", title: "fast receiver, 1 subscription, preloaded backlog", layout: lone, events: o.deliveries, prequeue: true})
+		})},
+		{"drain-tcp", one(func() (*perfResult, error) {
+			return p.e2e(ctx, e2eCase{id: "drain-tcp", title: "fast receiver, NATS over TCP, preloaded backlog", layout: fast, events: o.deliveries, prequeue: true, tcp: true})
 		})},
 		// The same subscription ordered (docs/ordering.md): one send in
 		// flight at a time across the fleet, so a round trip plus

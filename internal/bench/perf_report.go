@@ -27,17 +27,22 @@ const (
 
 // ceilingCases are the cases issue 22 holds to targetCeilingShare: the fast
 // receiver with ten subscriptions and with one, embedded, and one replica
-// whose NATS is over TCP.
-var ceilingCases = []struct{ id, what string }{
-	{"fast", "the fast receiver"},
-	{"fast-1", "the fast receiver, 1 subscription"},
-	{"replicas-1", "the fast receiver, 1 replica, NATS over TCP"},
+// whose NATS is over TCP, each measured as the issue measured it: a
+// preloaded backlog drained by `jetrelay run` in its own process. live is
+// the same shape while admin's writers run in this process, reported
+// beside it: those writers take a share of the same CPUs (in production
+// admin runs elsewhere), so the live ratio is the lower one.
+var ceilingCases = []struct{ id, live, what string }{
+	{"drain", "fast", "the fast receiver"},
+	{"drain-1", "fast-1", "the fast receiver, 1 subscription"},
+	{"drain-tcp", "replicas-1", "the fast receiver, NATS over TCP"},
 }
 
 // perfTarget is one target's verdict and, when missed, the evidence.
 type perfTarget struct {
 	what, measured string
 	met            bool
+	reported       bool          // no target: a figure shown beside one; met says it completed
 	bound          string        // when missed: what bounds it
 	profileOf      *perfResult   // when missed: the case whose profile is shown
 	evidence       []*perfResult // further cases the bound refers to
@@ -84,7 +89,7 @@ func perfReport(b *benchContext, o *perfOptions, results []*perfResult) *benchRe
 	var tt strings.Builder
 	tt.WriteString("| target | measured | verdict |\n|---|---|---|\n")
 	for _, tg := range targets {
-		fmt.Fprintf(&tt, "| %s | %s | %s |\n", tg.what, tg.measured, verdict(tg.met))
+		fmt.Fprintf(&tt, "| %s | %s | %s |\n", tg.what, tg.measured, tg.verdict())
 	}
 	summary := "## Results\n\n" + t.String() + "\n## Targets\n\n" + tt.String()
 
@@ -147,6 +152,17 @@ func perfReport(b *benchContext, o *perfOptions, results []*perfResult) *benchRe
 }
 
 // referenceFor is the reference measured against the same receiver as r.
+// verdict is the target's table cell.
+func (tg perfTarget) verdict() string {
+	switch {
+	case tg.reported && tg.met:
+		return "reported"
+	case tg.reported:
+		return "**incomplete**"
+	}
+	return verdict(tg.met)
+}
+
 func referenceFor(r *perfResult, o *perfOptions, fast, slow *perfResult) *perfResult {
 	if r.id == "slow" || r.id == "slow-1" || r.id == "slow-sized" {
 		return slow
@@ -161,29 +177,52 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 	var out []perfTarget
 	ceiling, fast, refFast, refSlow := byID("ceiling"), byID("fast"), byID("reference-fast"), byID("reference-slow")
 	for _, c := range ceilingCases {
-		r := byID(c.id)
-		if ceiling == nil || r == nil || ceiling.throughput <= 0 {
+		r, live := byID(c.id), byID(c.live)
+		if ceiling == nil || ceiling.throughput <= 0 {
 			continue
 		}
-		share := r.throughput / ceiling.throughput
+		if r != nil {
+			share := r.throughput / ceiling.throughput
+			out = append(out, perfTarget{
+				what:     fmt.Sprintf("end-to-end throughput with %s ≥ %.0f %% of the ceiling (preloaded backlog, `jetrelay run` in its own process)", c.what, targetCeilingShare*100),
+				measured: fmt.Sprintf("%.0f/s of %.0f/s = %.0f %%", r.throughput, ceiling.throughput, share*100),
+				met:      share >= targetCeilingShare && r.succeeded == r.expected, profileOf: live,
+				bound: cpuBound(r) + fmt.Sprintf(" A bare POST (the ceiling) costs %.0f µs of CPU, both ends; end to end, each delivery cost %.0f µs (jetrelay and the receivers %.0f, redis-server %.0f), so the whole machine tops out near %.0f/s = %.0f %% of the ceiling. "+
+					"The profile shown is the same shape's live case (jetrelay in this process); docs/BENCHMARKS.md's cost model splits the cost by step.",
+					costPer(ceiling), costPer(r), perDelivery(r.cpu, r.succeeded), perDelivery(r.redisCPU, r.succeeded),
+					float64(runtime.NumCPU())*1e6/costPer(r), 100*float64(runtime.NumCPU())*1e6/costPer(r)/ceiling.throughput),
+			})
+		}
+		if live != nil {
+			share := live.throughput / ceiling.throughput
+			out = append(out, perfTarget{
+				what:     fmt.Sprintf("end-to-end throughput with %s while admin writes in this process (reported; the target is judged on the preloaded drain)", c.what),
+				measured: fmt.Sprintf("%.0f/s of %.0f/s = %.0f %%", live.throughput, ceiling.throughput, share*100),
+				met:      live.succeeded == live.expected, reported: true, profileOf: live,
+				bound: "not every delivery arrived within the settle time",
+			})
+		}
+	}
+	if d := byID("drain"); d != nil && refFast != nil && refFast.throughput > 0 {
+		// Both sides drain a preloaded backlog: the reference's deliveries
+		// are queued before it starts too.
+		ratio := d.throughput / refFast.throughput
 		out = append(out, perfTarget{
-			what:     fmt.Sprintf("end-to-end throughput with %s ≥ %.0f %% of the ceiling", c.what, targetCeilingShare*100),
-			measured: fmt.Sprintf("%.0f/s of %.0f/s = %.0f %%", r.throughput, ceiling.throughput, share*100),
-			met:      share >= targetCeilingShare && r.succeeded == r.expected, profileOf: r,
-			bound: cpuBound(r) + fmt.Sprintf(" A bare POST (the ceiling) costs %.0f µs of CPU; end to end, each delivery cost %.0f µs (this process %.0f, redis-server %.0f), admin's writes included. ",
-				costPer(ceiling), costPer(r), perDelivery(r.cpu, r.succeeded), perDelivery(r.redisCPU, r.succeeded)) + costCeiling(byID("queued"), ceiling),
+			what:     fmt.Sprintf("≥ %d× the sequential reference, fast receiver (both draining a preloaded backlog)", targetFastRatio),
+			measured: fmt.Sprintf("%.0f/s vs %.0f/s = %.1f×", d.throughput, refFast.throughput, ratio),
+			met:      ratio >= targetFastRatio, profileOf: fast,
+			bound: fmt.Sprintf("the reference loop is cheap here, not jetrelay slow: on loopback each of its ten Redis round trips and its POST take tens of µs, "+
+				"so one loop delivers %.0f/s using %.2f + %.2f cores (%.0f µs of CPU per delivery, jetrelay needs %.0f). With 2 CPUs, no design can be 10× a loop "+
+				"that already uses over half the machine; the ratio grows with the round-trip time (a Redis or receiver 1 ms away caps the loop near 1/(10 ms) = 100/s, see the 50 ms rows). ",
+				refFast.throughput, refFast.cores(), refFast.redisCores(), costPer(refFast), costPer(d)) + cpuBound(d),
 		})
 	}
 	if fast != nil && refFast != nil && refFast.throughput > 0 {
-		ratio := fast.throughput / refFast.throughput
 		out = append(out, perfTarget{
-			what:     fmt.Sprintf("≥ %d× the sequential reference, fast receiver", targetFastRatio),
-			measured: fmt.Sprintf("%.0f/s vs %.0f/s = %.1f×", fast.throughput, refFast.throughput, ratio),
-			met:      ratio >= targetFastRatio, profileOf: fast,
-			bound: fmt.Sprintf("the reference loop is cheap here, not jetrelay slow: on loopback each of its ten Redis round trips and its POST take tens of µs, "+
-				"so one loop delivers %.0f/s using %.2f + %.2f cores (%.0f µs of CPU per delivery, jetrelay needs %s). With 2 CPUs, no design can be 10× a loop "+
-				"that already uses over half the machine; the ratio grows with the round-trip time (a Redis or receiver 1 ms away caps the loop near 1/(10 ms) = 100/s, see the 50 ms rows). ",
-				refFast.throughput, refFast.cores(), refFast.redisCores(), costPer(refFast), costLine(byID("queued"))) + cpuBound(fast),
+			what:     "the fast receiver while admin writes in this process, against the sequential reference (reported; the target is judged on the preloaded drain)",
+			measured: fmt.Sprintf("%.0f/s vs %.0f/s = %.1f×", fast.throughput, refFast.throughput, fast.throughput/refFast.throughput),
+			met:      fast.succeeded == fast.expected, reported: true, profileOf: fast,
+			bound: "not every delivery arrived within the settle time",
 		})
 	}
 	out = append(out, loneTargets(o, byID)...)
@@ -225,7 +264,7 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 			})
 		} else {
 			out = append(out, perfTarget{what: fmt.Sprintf("p99 enqueue → receipt at %.0f/s (reported, no target)", rate),
-				measured: fmt.Sprintf("p99 %s (p50 %s, p95 %s)", ms(r.p99), ms(r.p50), ms(r.p95)), met: r.succeeded == r.expected,
+				measured: fmt.Sprintf("p99 %s (p50 %s, p95 %s)", ms(r.p99), ms(r.p50), ms(r.p95)), met: r.succeeded == r.expected, reported: true,
 				bound: "not every delivery arrived within the settle time", profileOf: r})
 		}
 	}
@@ -330,7 +369,7 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run it with `go tool task bench` (the command above, which starts its own redis-server and needs nothing else). "+
 		"Each case runs on a fresh redis-server (AOF off), a fresh embedded JetStream (file storage) and jetrelay built exactly as `jetrelay run` builds it, "+
-		"with `run`'s defaults (%s) unless the case says otherwise; it runs in this process, except in the queued case (below). Deliveries are written as cycles-server-admin writes them "+
+		"with `run`'s defaults (%s) unless the case says otherwise; it runs in this process, except in the preloaded-backlog and queued cases (below). Deliveries are written as cycles-server-admin writes them "+
 		"(`Emit`: SAVE_EVENT_LUA, then SAVE_AND_ENQUEUE_ONCE_LUA and LPUSH dispatch:pending per matching subscription), by %d concurrent writers in this process, whose commands share round trips through go-redis's autopipeliner (admin's own cost is not jetrelay's: it runs elsewhere in production; "+
 		"the fixed-rate cases use %d writers on plain connections instead, so no batching wait is added to the latency); "+
 		"signing secrets are stored encrypted (`enc:`), so every send decrypts one. Events are %d bytes as stored. "+
@@ -346,12 +385,15 @@ func perfMethod(o *perfOptions, results []*perfResult) string {
 		fmt.Sprintf("%d cores is the whole machine.\n", runtime.NumCPU()) +
 		"- **Peak RSS** is this process's VmHWM during the case, reset at its start (after returning freed memory to the OS); it includes the embedded NATS server and the receivers.\n\n")
 	if slices.ContainsFunc(results, func(r *perfResult) bool { return r.child }) {
-		fmt.Fprintf(&b, "The queued case measures one replica as an operator runs it: after admin has written all %d deliveries, the bench starts `jetrelay run` "+
-			"(this binary, or the one --relay-binary names) as a separate process, with its embedded JetStream (file storage in the case's temporary directory), the same settings, "+
+		fmt.Fprintf(&b, "The preloaded-backlog cases and the queued case measure one replica as an operator runs it: after admin has written all their deliveries (%d in the queued case), the bench starts `jetrelay run` "+
+			"(this binary, or the one --relay-binary names) as a separate process, with its embedded JetStream (file storage in the case's temporary directory; "+
+			"in the NATS-over-TCP case a JetStream server in this process instead, which it reaches over loopback TCP, its CPU then this process's), the same settings, "+
 			"its management server off and log level warn. Its **peak RSS** is that process's VmHWM (`/proc/<pid>/status`) over its whole life, which begins with the case, "+
 			"so nothing of the bench (receivers, admin's writer, the load generator's ids and times) is in it. Its **CPU** is that process's user + system time "+
 			"(`/proc/<pid>/stat`) plus this process's (the receivers'; no writer runs then); its throughput is measured from the moment the process is started, "+
-			"so it includes the process's start-up. No CPU profile or Go heap figure is taken of it.\n\n", o.queued)
+			"so it includes the process's start-up. No CPU profile or Go heap figure is taken of it. "+
+			"Issue 22 measured its ceiling share this way (admin runs elsewhere in production, so its writers do not share jetrelay's CPUs), "+
+			"so the ≥ 33 %% target is judged on the preloaded-backlog cases; the same shapes with admin writing in this process are reported beside them.\n\n", o.queued)
 	}
 	b.WriteString("The two references run in the same process against the same receivers:\n\n" +
 		"- **Ceiling:** the engine's own HTTP client (the `transport/webhook` instance `run` builds, SSRF guard included; connections kept alive, " +
@@ -401,6 +443,7 @@ func caseNotes(results []*perfResult) string {
 func loneTargets(o *perfOptions, byID func(string) *perfResult) []perfTarget {
 	var out []perfTarget
 	for _, c := range []struct{ lone, many, receiver string }{
+		{"drain-1", "drain", "the fast receiver (preloaded backlog)"},
 		{"fast-1", "fast", "the fast receiver"},
 		{"slow-1", "slow", fmt.Sprintf("a receiver taking %s", o.slowDelay)},
 	} {

@@ -399,6 +399,10 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 	if res.child {
 		res.note = "jetrelay ran as a separate process (`jetrelay run`, embedded JetStream) started after the queue was built; " +
 			"peak RSS is that process's VmHWM, CPU is its user + system time plus this process's (the receivers')"
+		if c.tcp {
+			res.note = "jetrelay ran as a separate process (`jetrelay run`) started after the queue was built, reaching a JetStream server in the bench process over loopback TCP; " +
+				"peak RSS is that process's VmHWM, CPU is its user + system time plus this process's (the receivers' and the JetStream server's)"
+		}
 	}
 	if c.layout.dead > 0 {
 		res.note = fmt.Sprintf("%d more deliveries went to the dead endpoints (retrying, parked or failed; not counted)", c.events*c.layout.dead)
