@@ -35,6 +35,10 @@ type Bridge struct {
 	// drained: the last move came back short of a batch, so the next one
 	// waits for ids (move.go). Only the dispatch loop touches it.
 	drained bool
+	// toRemove are ids published since the last move, still in the
+	// processing list: the next move removes them in its round trip
+	// (move.go). Only the dispatch loop touches it.
+	toRemove []string
 	// caughtUp tells the keeper's loop (keeper.go) that the last move
 	// emptied dispatch:pending and what it moved is published.
 	caughtUp atomic.Bool
@@ -135,9 +139,23 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 	// reply was lost (the server may have moved ids we never saw).
 	needDrain := true
 	var nextAdopt time.Time
+	// Ids published and not yet removed are removed on the way out, so a
+	// restart does not republish them (the duplicate window would absorb
+	// them, but the next start would read and publish each again).
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := b.removePublished(rctx); err != nil {
+			b.log.Warn("published ids not removed from the processing list; the next start republishes them, as duplicates", "ids", len(b.toRemove), "err", err)
+		}
+	}()
 	for ctx.Err() == nil {
 		if needDrain {
-			if err := b.drain(ctx); err != nil {
+			err := b.removePublished(ctx)
+			if err == nil {
+				err = b.drain(ctx)
+			}
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -149,7 +167,7 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			}
 			needDrain = false
 		}
-		if now := time.Now(); !now.Before(nextAdopt) {
+		if now := time.Now(); !now.Before(nextAdopt) && b.removePublished(ctx) == nil {
 			n, err := b.adoptOrphans(ctx)
 			if err != nil && ctx.Err() == nil {
 				b.log.Warn("orphan scan failed; retrying next period", "err", err)
@@ -163,7 +181,11 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			}
 		}
 		if ok, adopted := b.takeTurn(ctx); !ok {
-			// Another bridge moves while a subscription is ordered.
+			// Another bridge moves while a subscription is ordered: what
+			// this one published leaves its list now, not at its next move.
+			if err := b.removePublished(ctx); err != nil && ctx.Err() == nil {
+				b.log.Warn("published ids not removed from the processing list; retrying", "ids", len(b.toRemove), "err", err)
+			}
 			sleep(ctx, moverRetry)
 			continue
 		} else if adopted {

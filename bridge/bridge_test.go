@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -566,4 +567,65 @@ func TestRun_RenewsTheKeeperOnceAfterABacklogNotWhileMovingIt(t *testing.T) {
 	if n, _, err := renewals.Pending(); err != nil || n != 1 {
 		t.Errorf("%d keepers published (%v) for a backlog moved in full batches, want 1: the one after it", n, err)
 	}
+}
+
+// scriptRemovals counts the round trips a client spends on removing ids
+// from list on their own: a script call whose only key is the list, sent
+// alone rather than in the pipeline of a move.
+type scriptRemovals struct {
+	list  string
+	alone atomic.Int64
+}
+
+func (h *scriptRemovals) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptRemovals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && fmt.Sprint(a[2]) == "1" && a[3] == h.list {
+			h.alone.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptRemovals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// At a rate where every id finds the bridge waiting, each published id
+// leaves the processing list in the round trip of the next wait, not in
+// one of its own, and still at once: the list is empty while the bridge
+// waits, and after it stops.
+func TestRun_RemovesWhatItPublishedInTheRoundTripOfTheNextMove(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	hook := &scriptRemovals{list: processing}
+	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(hook)
+	b, err := bridge.New(rdb, e.js, bridge.Config{InstanceID: "test-bridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, b)
+	eventually(t, 10*time.Second, "bridge ready", func() bool { return b.Ready(context.Background()) == nil })
+	want := ids("dlv_", 10)
+	for i, id := range want {
+		e.lpush(t, pending, []string{id})
+		eventually(t, 10*time.Second, "the id in the stream", func() bool { return e.streamMsgs(t) == uint64(i+1) })
+		eventually(t, 10*time.Second, "the processing list empty while the bridge waits", func() bool { return e.llen(t, processing) == 0 })
+		if i == 0 {
+			// The first removal loads its script (the server's cache was
+			// empty): that one call may be on its own.
+			hook.alone.Store(0)
+		}
+	}
+	if n := hook.alone.Load(); n != 0 {
+		t.Errorf("%d removals took a round trip of their own, want none for %d ids published one at a time", n, len(want)-1)
+	}
+	e.lpush(t, pending, []string{"dlv_last"})
+	eventually(t, 10*time.Second, "the last id in the stream", func() bool { return e.streamMsgs(t) == uint64(len(want)+1) })
+	r.stop(t)
+	if n := e.llen(t, processing); n != 0 {
+		t.Errorf("processing list holds %d ids after a clean stop, want none: every one was published", n)
+	}
+	e.assertExactlyOnce(t, append(want, "dlv_last"))
 }

@@ -1,9 +1,13 @@
 package bridge
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // move takes up to BatchSize ids from dispatch:pending into this instance's
-// processing list in one round trip. While ids keep coming in full batches
+// processing list in one round trip, which also removes the ids published
+// since the last move. While ids keep coming in full batches
 // that is one batch move (MovePending); once a move found the list short
 // of a batch (it was emptied), the next waits up to BlockTimeout for an id
 // and moves it with whatever else came, still one round trip
@@ -13,12 +17,17 @@ import "context"
 // moved unreported; the caller recovers them by draining the processing
 // list.
 func (b *Bridge) move(ctx context.Context) ([]string, error) {
-	var ids []string
-	var err error
+	var wait time.Duration
 	if b.drained {
-		ids, err = b.store.AwaitAndMove(ctx, b.processingKey, b.cfg.BatchSize, b.cfg.BlockTimeout)
-	} else {
-		ids, err = b.store.MovePending(ctx, b.processingKey, b.cfg.BatchSize)
+		wait = b.cfg.BlockTimeout
+	}
+	// The batch published last goes out of the processing list in the same
+	// round trip, ahead of the move (store.MoveAfterRemoving).
+	ids, removeErr, err := b.store.MoveAfterRemoving(ctx, b.processingKey, b.toRemove, b.cfg.BatchSize, wait)
+	if removeErr == nil {
+		b.toRemove = nil
+	} else if ctx.Err() == nil {
+		b.log.Debug("published ids not yet removed from the processing list; removing them with the next move", "ids", len(b.toRemove), "err", removeErr)
 	}
 	b.moved.Add(uint64(len(ids)))
 	// A move that came back short emptied the list (or waited for it): the
@@ -26,4 +35,19 @@ func (b *Bridge) move(ctx context.Context) ([]string, error) {
 	// short answer is as good a sign as any that the list is empty.
 	b.drained = len(ids) < b.cfg.BatchSize
 	return ids, err
+}
+
+// removePublished removes from the processing list the ids published since
+// the last move, on their own round trip: before anything else (a drain,
+// an adoption, a shutdown) works on the list, which must then hold only
+// what is not yet published.
+func (b *Bridge) removePublished(ctx context.Context) error {
+	if len(b.toRemove) == 0 {
+		return nil
+	}
+	if _, err := b.ack(ctx, b.toRemove); err != nil {
+		return err
+	}
+	b.toRemove = nil
+	return nil
 }

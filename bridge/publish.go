@@ -113,7 +113,14 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 	if recovered {
 		b.recovered.Add(uint64(len(acked)))
 	}
-	if len(acked) > 0 {
+	switch {
+	case len(acked) > 0 && !recovered && len(remaining) == 0:
+		// The whole batch is out: the dispatch loop's next move removes
+		// it, in its own round trip (move.go). A batch the loop must retry
+		// (a full stream, a failed publish) removes what got out now, so
+		// the list holds only what is still to publish while it waits.
+		b.toRemove = append(b.toRemove, acked...)
+	case len(acked) > 0:
 		unacked, err := b.ack(actx, acked)
 		remaining = append(remaining, unacked...)
 		if err != nil {

@@ -135,6 +135,10 @@ func (b *Bridge) takeTurn(ctx context.Context) (ok, adopted bool) {
 	if last == "" || last == b.cfg.InstanceID {
 		return true, false
 	}
+	if err := b.removePublished(ctx); err != nil {
+		b.log.Warn("cannot adopt the previous mover's processing list before this one's published ids are removed", "err", err)
+		return false, false
+	}
 	n, err := b.adoptList(ctx, store.ProcessingList(last), "")
 	if err != nil {
 		b.log.Warn("cannot adopt the previous mover's processing list", "previous", last, "err", err)

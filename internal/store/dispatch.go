@@ -89,34 +89,82 @@ func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Dura
 // trips. On an error some ids may have moved unreported, as with
 // MovePending.
 func (s *Store) AwaitAndMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
-	if max < 2 || !s.pipelinesBlock(timeout) {
-		return s.awaitThenMove(ctx, list, max, timeout)
+	ids, _, err := s.MoveAfterRemoving(ctx, list, nil, max, timeout)
+	return ids, err
+}
+
+// MoveAfterRemoving removes done from list, as RemoveFromList does (the
+// ids the bridge has published since it moved them), and then moves the
+// next ids from dispatch:pending into list: up to max at once (MovePending)
+// when wait is 0, otherwise waiting up to wait for the first
+// (AwaitAndMove). The removal goes in the same round trip, ahead of the
+// move, so the published batch leaves list exactly when it would have in a
+// round trip of its own, before anything new is pushed onto it, and a
+// bridge at a low rate makes one round trip per batch for both instead of
+// two. removeErr is the removal's error: done stays in list, and the
+// caller removes it later (a crash in between republishes it, which the
+// stream's duplicate window absorbs, as after a crash before any removal).
+// err is the move's, as MovePending's.
+func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []string, max int, wait time.Duration) (ids []string, removeErr, err error) {
+	block := wait > 0
+	if block && (max < 2 || !s.pipelinesBlock(wait)) {
+		if len(done) > 0 {
+			_, removeErr = s.RemoveFromList(ctx, list, done)
+		}
+		ids, err = s.awaitThenMove(ctx, list, max, wait)
+		return ids, removeErr, err
+	}
+	if !block && len(done) == 0 {
+		ids, err = s.MovePending(ctx, list, max)
+		return ids, nil, err
 	}
 	pipe := s.rdb.Pipeline()
-	first := pipe.BLMove(ctx, PendingList, list, "RIGHT", "LEFT", timeout)
-	rest := moveBatchLua.EvalSha(ctx, pipe, []string{PendingList, list}, max-1)
-	_, _ = pipe.Exec(ctx)
-	var ids []string
-	switch id, err := first.Result(); {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return nil, err
-	default:
-		ids = append(ids, id)
+	var removal *redis.Cmd
+	if len(done) > 0 {
+		removal = removeHeadLua.EvalSha(ctx, pipe, []string{list}, idArgs(done)...)
 	}
-	more, err := rest.StringSlice()
+	var first *redis.StringCmd
+	rest := max
+	if block {
+		first = pipe.BLMove(ctx, PendingList, list, "RIGHT", "LEFT", wait)
+		rest--
+	}
+	more := moveBatchLua.EvalSha(ctx, pipe, []string{PendingList, list}, rest)
+	_, _ = pipe.Exec(ctx)
+	if removal != nil {
+		switch err := removal.Err(); {
+		case err == nil:
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			// The script cache was flushed: Run loads it. The move ran
+			// first this time, so the removal finds done below the new
+			// ids, which it handles (one LREM per id).
+			_, removeErr = s.RemoveFromList(ctx, list, done)
+		default:
+			removeErr = fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
+		}
+	}
+	if first != nil {
+		switch id, err := first.Result(); {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, removeErr, err
+		default:
+			ids = append(ids, id)
+		}
+	}
+	moved, err := more.StringSlice()
 	switch {
 	case err == nil, errors.Is(err, redis.Nil):
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
 		// The script cache was flushed (or never had it): Run loads it.
-		more, err = s.MovePending(ctx, list, max-len(ids))
+		moved, err = s.MovePending(ctx, list, max-len(ids))
 		if err != nil {
-			return ids, err
+			return ids, removeErr, err
 		}
 	default:
-		return ids, err
+		return ids, removeErr, err
 	}
-	return append(ids, more...), nil
+	return append(ids, moved...), removeErr, nil
 }
 
 // awaitThenMove is AwaitAndMove in two round trips.
@@ -186,14 +234,19 @@ func (s *Store) RemoveFromList(ctx context.Context, list string, ids []string) (
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	if err := removeHeadLua.Run(ctx, s.rdb, []string{list}, idArgs(ids)...).Err(); err != nil {
+		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
+	}
+	return nil, nil
+}
+
+// idArgs is ids as a script's ARGV.
+func idArgs(ids []string) []any {
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
-	if err := removeHeadLua.Run(ctx, s.rdb, []string{list}, args...).Err(); err != nil {
-		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
-	}
-	return nil, nil
+	return args
 }
 
 // Beat writes instanceID's heartbeat key with its TTL (value is for

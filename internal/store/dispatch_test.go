@@ -223,3 +223,108 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 		t.Errorf("processing list holds %d ids, want all 7 moved and old", got)
 	}
 }
+
+// The published batch leaves the processing list in the same round trip as
+// the next move, before anything new is pushed onto it: waiting or not, a
+// flushed script cache, a removal that fails (reported, and the move still
+// made) and a client that cannot pipeline a blocking wait.
+func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip(t *testing.T) {
+	env := testenv.Redis(t)
+	ctx := context.Background()
+	c := env.Client
+	hook := &countingHook{}
+	plain := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+	t.Cleanup(func() { _ = plain.Close() })
+	plain.AddHook(hook)
+	st := New(plain)
+	list := ProcessingList("me")
+	lrange := func() []string { return c.LRange(ctx, list, 0, -1).Val() }
+
+	// "left" was moved earlier and is not published: it must stay.
+	c.LPush(ctx, list, "left", "p1", "p2") // p1 and p2 the published batch, at the head
+	c.LPush(ctx, PendingList, "a", "b")
+	// The scripts loaded, as after the first move of a running bridge.
+	for _, sc := range []*redis.Script{moveBatchLua, removeHeadLua} {
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The connections' own handshakes (pipelines have a pool of their own)
+	// are not the move's.
+	if _, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	hook.commands.Store(0)
+	hook.pipelines.Store(0)
+	ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1", "p2"}, 3, 0)
+	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("MoveAfterRemoving = %q, %v, %v; want a, b", ids, removeErr, err)
+	}
+	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
+		t.Errorf("took %d commands and %d pipelines, want one pipeline", n, p)
+	}
+	if got := lrange(); !slices.Equal(got, []string{"b", "a", "left"}) {
+		t.Errorf("processing list = %q, want b a left: the published batch gone, the moved ids on top", got)
+	}
+
+	// Waiting: the removal runs at once, ahead of the blocked BLMOVE.
+	got := make(chan []string, 1)
+	go func() {
+		ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"a", "b"}, 3, 3*time.Second)
+		if err != nil || removeErr != nil {
+			t.Error(removeErr, err)
+		}
+		got <- ids
+	}()
+	awaitBlocked(t, c)
+	if l := lrange(); !slices.Equal(l, []string{"left"}) {
+		t.Errorf("processing list while the move waits = %q, want only left (a and b removed before the wait)", l)
+	}
+	c.LPush(ctx, PendingList, "d")
+	if ids := <-got; !slices.Equal(ids, []string{"d"}) {
+		t.Fatalf("waiting MoveAfterRemoving = %q, want d", ids)
+	}
+
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.LPush(ctx, PendingList, "e")
+	ids, removeErr, err = st.MoveAfterRemoving(ctx, list, []string{"d"}, 3, 0)
+	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"e"}) {
+		t.Errorf("after SCRIPT FLUSH = %q, %v, %v; want e", ids, removeErr, err)
+	}
+	if l := lrange(); !slices.Equal(l, []string{"e", "left"}) {
+		t.Errorf("processing list after SCRIPT FLUSH = %q, want e left", l)
+	}
+
+	// A removal that fails is reported and the move is still made: the
+	// caller removes the ids later.
+	c.Set(ctx, "not-a-list", "x", 0)
+	if _, removeErr, err := st.MoveAfterRemoving(ctx, "not-a-list", []string{"e"}, 3, 0); removeErr == nil || err == nil {
+		t.Errorf("removal from and move into a string key = %v, %v; want both to fail", removeErr, err)
+	}
+	c.LPush(ctx, PendingList, "f")
+	ids, _, err = st.MoveAfterRemoving(ctx, list, nil, 3, 0)
+	if err != nil || !slices.Equal(ids, []string{"f"}) {
+		t.Errorf("move with nothing to remove = %q, %v; want f", ids, err)
+	}
+
+	// ReadTimeout 500 ms cannot pipeline a 1 s wait: two round trips, the
+	// same lists.
+	short := New(redis.NewClient(&redis.Options{Addr: c.Options().Addr, ReadTimeout: 500 * time.Millisecond}))
+	go func() {
+		ids, removeErr, err := short.MoveAfterRemoving(ctx, list, []string{"e", "f"}, 3, time.Second)
+		if err != nil || removeErr != nil {
+			t.Error(removeErr, err)
+		}
+		got <- ids
+	}()
+	awaitBlocked(t, c)
+	c.LPush(ctx, PendingList, "g")
+	if ids := <-got; !slices.Equal(ids, []string{"g"}) {
+		t.Errorf("with a short ReadTimeout = %q, want g", ids)
+	}
+	if l := lrange(); !slices.Equal(l, []string{"g", "left"}) {
+		t.Errorf("processing list = %q, want g left", l)
+	}
+}
