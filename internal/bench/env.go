@@ -375,6 +375,27 @@ func (env *benchEnv) redisCPU(ctx context.Context) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
+// redisReads is how many reads redis-server has processed from its
+// clients' sockets (INFO stats total_reads_processed): one per round trip
+// of any client, however many commands it carried; -1 when the server does
+// not say (before Redis 6).
+func (env *benchEnv) redisReads(ctx context.Context) int64 {
+	info, err := env.adminDB.Info(ctx, "stats").Result()
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
 // close stops jetrelay (draining it) and everything else, removing the
 // temporary directory.
 func (env *benchEnv) close() {

@@ -429,12 +429,24 @@ func caseNotes(results []*perfResult) string {
 		if r.latency && r.emitP99 > 0 {
 			fmt.Fprintf(&b, "; from the moment `Emit` began (admin's event save and subscription reads included): p50 %s, p99 %s", ms(r.emitP50), ms(r.emitP99))
 		}
+		if r.redisReads >= 0 && r.succeeded > 0 && r.kind == kindJetrelay {
+			fmt.Fprintf(&b, "; redis-server processed %.2f reads per delivery (INFO stats total_reads_processed: one per round trip of any client, %s)",
+				float64(r.redisReads)/float64(r.succeeded), readsWhose(r))
+		}
 		if r.note != "" {
 			b.WriteString("; " + r.note)
 		}
 		b.WriteString(".\n")
 	}
 	return b.String()
+}
+
+// readsWhose says whose round trips a case's Redis reads count.
+func readsWhose(r *perfResult) string {
+	if r.child {
+		return "jetrelay's alone: admin wrote the backlog before the window"
+	}
+	return "admin's writes included"
 }
 
 // loneTargets compare one busy subscription with the same load spread over

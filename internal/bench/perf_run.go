@@ -49,6 +49,7 @@ type perfResult struct {
 	cpu, redisCPU, wall time.Duration // this process's and redis-server's CPU over wall
 	peakRSS             int64
 	rssLifetime         bool  // VmHWM could not be reset: the process's lifetime peak
+	redisReads          int64 // reads redis-server processed in the window (its round trips, every client's); -1 unknown
 	child               bool  // jetrelay ran as a separate process: peakRSS is its, cpu its plus this process's
 	rssFile             int64 // a separate process's file-backed resident set (its binary's pages) at the end
 	replicas, workers   int
@@ -240,6 +241,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		lifetime bool // the in-process peak could not be reset
 		u0       resources
 		r0       time.Duration
+		reads0   int64
 		prof     *cpuProfile
 		t0       time.Time
 		emitDone = make(chan error, 1)
@@ -254,6 +256,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		// The child's peak and CPU are its own from its start; this
 		// process (the sink) is not profiled, its CPU is added.
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), &cpuProfile{}
+		reads0 = env.redisReads(ctx)
 		t0 = u0.at
 		if err := env.start(ctx); err != nil {
 			return nil, err
@@ -272,6 +275,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			}
 		}
 		lifetime = !freshMemory()
+		reads0 = env.redisReads(ctx)
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
 		go func() {
 			err := emit(ctx, writer, spec, load)
@@ -305,6 +309,11 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		}
 	}
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
+	res.redisReads = -1
+	if reads1 := env.redisReads(ctx); reads0 >= 0 && reads1 >= reads0 {
+		// Less this window's own INFO calls: the CPU's twice, then these.
+		res.redisReads = reads1 - reads0 - 3
+	}
 	res.profile, profiling = prof.stop(), false
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
 	if env.stack != nil {
