@@ -45,7 +45,7 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 	b.WriteString("Where the commands come from (the code, not this run): per batch, the bridge moves the ids with one script (one RPOP and one LPUSH " +
 		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +
 		"and removes the published batch with one script (LRANGE and LTRIM inside it; LREM per id only when the batch is not the head of its " +
-		"processing list); per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
+		"processing list), sent in the next move's round trip, ahead of it; per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
 		"only for a work item without those headers), and the outcome is one EVALSHA whose GET and SET run inside it. The commands of concurrent " +
 		"deliveries share round trips (go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
 	b.WriteString("This machine is shared (the load average above says how busy it was). These are CPU per delivery, far less sensitive " +
