@@ -138,6 +138,18 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
+// countedRedis starts a Redis and returns a client of it and a second
+// client whose round trips hook counts.
+func countedRedis(t *testing.T) (c, plain *redis.Client, hook *countingHook) {
+	t.Helper()
+	c = testenv.Redis(t).Client
+	hook = &countingHook{}
+	plain = redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+	t.Cleanup(func() { _ = plain.Close() })
+	plain.AddHook(hook)
+	return c, plain, hook
+}
+
 // awaitBlocked waits until a client is blocked in a BLMOVE on c's server.
 func awaitBlocked(t *testing.T, c *redis.Client) {
 	t.Helper()
@@ -156,13 +168,8 @@ func awaitBlocked(t *testing.T, c *redis.Client) {
 // LMOVE per id would; a client whose ReadTimeout would cut the wait short,
 // and a flushed script cache, still move every id.
 func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
-	env := testenv.Redis(t)
 	ctx := context.Background()
-	c := env.Client
-	hook := &countingHook{}
-	plain := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
-	t.Cleanup(func() { _ = plain.Close() })
-	plain.AddHook(hook)
+	c, plain, hook := countedRedis(t)
 	st := New(plain)
 
 	c.LPush(ctx, ProcessingList("me"), "old")
@@ -229,13 +236,8 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 // flushed script cache, a removal that fails (reported, and the move still
 // made) and a client that cannot pipeline a blocking wait.
 func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip(t *testing.T) {
-	env := testenv.Redis(t)
 	ctx := context.Background()
-	c := env.Client
-	hook := &countingHook{}
-	plain := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
-	t.Cleanup(func() { _ = plain.Close() })
-	plain.AddHook(hook)
+	c, plain, hook := countedRedis(t)
 	st := New(plain)
 	list := ProcessingList("me")
 	lrange := func() []string { return c.LRange(ctx, list, 0, -1).Val() }
