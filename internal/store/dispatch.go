@@ -107,11 +107,21 @@ func (s *Store) AwaitAndMove(ctx context.Context, list string, max int, timeout 
 // err is the move's, as MovePending's.
 func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []string, max int, wait time.Duration) (ids []string, removeErr, err error) {
 	block := wait > 0
-	if block && (max < 2 || !s.pipelinesBlock(wait)) {
+	// A pipelined EVALSHA that the server's script cache lacks fails, and
+	// its removal must then be made after the move (below), late by the
+	// move's wait. So the first removal, and the first after the cache was
+	// found flushed, goes on its own, loading the script.
+	if block && (max < 2 || !s.pipelinesBlock(wait)) || len(done) > 0 && !s.removeLoaded.Load() {
 		if len(done) > 0 {
-			_, removeErr = s.RemoveFromList(ctx, list, done)
+			if _, removeErr = s.RemoveFromList(ctx, list, done); removeErr == nil {
+				s.removeLoaded.Store(true)
+			}
 		}
-		ids, err = s.awaitThenMove(ctx, list, max, wait)
+		if block {
+			ids, err = s.awaitThenMove(ctx, list, max, wait)
+		} else {
+			ids, err = s.MovePending(ctx, list, max)
+		}
 		return ids, removeErr, err
 	}
 	if !block && len(done) == 0 {
@@ -135,9 +145,10 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 		switch err := removal.Err(); {
 		case err == nil:
 		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			// The script cache was flushed: Run loads it. The move ran
-			// first this time, so the removal finds done below the new
-			// ids, which it handles (one LREM per id).
+			// The script cache was flushed since: Run loads it. The move
+			// ran first this time, so the removal finds done below the
+			// new ids, which it handles (one LREM per id).
+			s.removeLoaded.Store(false)
 			_, removeErr = s.RemoveFromList(ctx, list, done)
 		default:
 			removeErr = fmt.Errorf("remove acknowledged ids from %s: %w", list, err)

@@ -233,8 +233,10 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 
 // The published batch leaves the processing list in the same round trip as
 // the next move, before anything new is pushed onto it: waiting or not, a
-// flushed script cache, a removal that fails (reported, and the move still
-// made) and a client that cannot pipeline a blocking wait.
+// first removal (its script loaded on its own round trip, so it never runs
+// after the move), a flushed script cache, a removal that fails (reported,
+// and the move still made) and a client that cannot pipeline a blocking
+// wait.
 func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c, plain, hook := countedRedis(t)
@@ -242,15 +244,23 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	list := ProcessingList("me")
 	lrange := func() []string { return c.LRange(ctx, list, 0, -1).Val() }
 
-	// "left" was moved earlier and is not published: it must stay.
-	c.LPush(ctx, list, "left", "p1", "p2") // p1 and p2 the published batch, at the head
-	c.LPush(ctx, PendingList, "a", "b")
-	// The scripts loaded, as after the first move of a running bridge.
-	for _, sc := range []*redis.Script{moveBatchLua, removeHeadLua} {
-		if err := sc.Load(ctx, c).Err(); err != nil {
-			t.Fatal(err)
-		}
+	// "left" was moved earlier and is not published: it must stay. The
+	// first removal goes on its own, loading its script (a pipelined one
+	// that the script cache lacked would run only after the move).
+	c.LPush(ctx, list, "left", "p0") // p0 a published batch, at the head
+	c.LPush(ctx, PendingList, "p1", "p2")
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
 	}
+	if ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p0"}, 3, 0); err != nil || removeErr != nil || !slices.Equal(ids, []string{"p1", "p2"}) {
+		t.Fatalf("first MoveAfterRemoving = %q, %v, %v; want p1, p2", ids, removeErr, err)
+	}
+	if got := lrange(); !slices.Equal(got, []string{"p2", "p1", "left"}) {
+		t.Fatalf("processing list = %q, want p2 p1 left", got)
+	}
+
+	// From then on, one round trip.
+	c.LPush(ctx, PendingList, "a", "b")
 	// The connections' own handshakes (pipelines have a pool of their own)
 	// are not the move's.
 	if _, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
@@ -112,6 +113,10 @@ type Store struct {
 	casMany *redis.Script
 
 	subs *subCache
+	// removeLoaded is true once the removal script of the processing
+	// lists is known to be in the server's script cache, so that
+	// MoveAfterRemoving may pipeline it (dispatch.go).
+	removeLoaded atomic.Bool
 }
 
 // New returns a Store over rdb. The caller owns rdb and closes it.
