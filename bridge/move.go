@@ -11,7 +11,7 @@ import (
 // that is one batch move (MovePending); once a move found the list short
 // of a batch (it was emptied), the next waits up to BlockTimeout for an id
 // and moves it with whatever else came, still one round trip
-// (AwaitAndMove), rather than asking an all but empty list first and
+// (store.MoveAfterRemoving with a wait), rather than asking an all but empty list first and
 // waiting second: at a rate where each id finds the bridge waiting, that
 // is one Redis round trip per delivery less. On an error some ids may have
 // moved unreported; the caller recovers them by draining the processing

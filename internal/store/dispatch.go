@@ -77,34 +77,25 @@ func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Dura
 	return id, true, nil
 }
 
-// AwaitAndMove waits up to timeout for an id in dispatch:pending and moves
-// it, with up to max-1 more, into list, oldest first: BLMOVE and the batch
-// move pipelined in one round trip, where AwaitPending and then
-// MovePending take two. It is the bridge's move while dispatch:pending is
-// all but empty (at a rate low enough that each id finds the bridge
-// waiting), when one round trip per delivery is a measurable share of its
-// cost. A pipeline's replies are read under the client's ReadTimeout, not
-// the blocking command's own, so on a client whose ReadTimeout does not
-// cover timeout (or whose options are not known) it takes the two round
-// trips. On an error some ids may have moved unreported, as with
-// MovePending.
-func (s *Store) AwaitAndMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
-	ids, _, err := s.MoveAfterRemoving(ctx, list, nil, max, timeout)
-	return ids, err
-}
-
 // MoveAfterRemoving removes done from list, as RemoveFromList does (the
 // ids the bridge has published since it moved them), and then moves the
 // next ids from dispatch:pending into list: up to max at once (MovePending)
-// when wait is 0, otherwise waiting up to wait for the first
-// (AwaitAndMove). The removal goes in the same round trip, ahead of the
+// when wait is 0, otherwise waiting up to wait for the first and taking
+// up to max-1 more with it. Waiting, BLMOVE and the batch move are
+// pipelined in one round trip, where AwaitPending and then MovePending
+// take two: the bridge's move while dispatch:pending is all but empty, when
+// one round trip per delivery is a measurable share of its cost. A
+// pipeline's replies are read under the client's ReadTimeout, not the
+// blocking command's own, so on a client whose ReadTimeout does not cover
+// wait (or whose options are not known) it takes two round trips. The removal goes in the same round trip, ahead of the
 // move, so the published batch leaves list exactly when it would have in a
 // round trip of its own, before anything new is pushed onto it, and a
 // bridge at a low rate makes one round trip per batch for both instead of
 // two. removeErr is the removal's error: done stays in list, and the
 // caller removes it later (a crash in between republishes it, which the
 // stream's duplicate window absorbs, as after a crash before any removal).
-// err is the move's, as MovePending's.
+// err is the move's: on an error some ids may have moved unreported, as
+// with MovePending.
 func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []string, max int, wait time.Duration) (ids []string, removeErr, err error) {
 	block := wait > 0
 	// A pipelined EVALSHA that the server's script cache lacks fails, and
@@ -178,7 +169,7 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 	return append(ids, moved...), removeErr, nil
 }
 
-// awaitThenMove is AwaitAndMove in two round trips.
+// awaitThenMove waits and moves in two round trips.
 func (s *Store) awaitThenMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
 	id, ok, err := s.AwaitPending(ctx, list, timeout)
 	if !ok {

@@ -138,6 +138,12 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
+// awaitAndMove is a waiting move with nothing to remove.
+func awaitAndMove(ctx context.Context, st *Store, list string, max int, wait time.Duration) ([]string, error) {
+	ids, _, err := st.MoveAfterRemoving(ctx, list, nil, max, wait)
+	return ids, err
+}
+
 // countedRedis starts a Redis and returns a client of it and a second
 // client whose round trips hook counts.
 func countedRedis(t *testing.T) (c, plain *redis.Client, hook *countingHook) {
@@ -167,7 +173,7 @@ func awaitBlocked(t *testing.T, c *redis.Client) {
 // with whatever else came in one round trip, leaving the lists as one
 // LMOVE per id would; a client whose ReadTimeout would cut the wait short,
 // and a flushed script cache, still move every id.
-func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
+func TestMoveAfterRemoving_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c, plain, hook := countedRedis(t)
 	st := New(plain)
@@ -175,7 +181,7 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 	c.LPush(ctx, ProcessingList("me"), "old")
 	got := make(chan []string, 1)
 	go func() {
-		ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, 3*time.Second)
+		ids, err := awaitAndMove(ctx, st, ProcessingList("me"), 3, 3*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -185,18 +191,18 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 	c.LPush(ctx, PendingList, "a") // what the wait takes
 	ids := <-got
 	if !slices.Equal(ids, []string{"a"}) {
-		t.Fatalf("AwaitAndMove on an empty list = %q, want the one id pushed while it waited", ids)
+		t.Fatalf("waiting MoveAfterRemoving on an empty list = %q, want the one id pushed while it waited", ids)
 	}
 
 	c.LPush(ctx, PendingList, "b", "c", "d", "e") // "b" is the oldest
 	hook.commands.Store(0)
 	hook.pipelines.Store(0)
-	ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second)
+	ids, err := awaitAndMove(ctx, st, ProcessingList("me"), 3, time.Second)
 	if err != nil || !slices.Equal(ids, []string{"b", "c", "d"}) {
-		t.Fatalf("AwaitAndMove = %q, %v; want b, c, d", ids, err)
+		t.Fatalf("waiting MoveAfterRemoving = %q, %v; want b, c, d", ids, err)
 	}
 	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
-		t.Errorf("AwaitAndMove took %d commands and %d pipelines, want one pipeline", n, p)
+		t.Errorf("waiting MoveAfterRemoving took %d commands and %d pipelines, want one pipeline", n, p)
 	}
 	if got := c.LRange(ctx, ProcessingList("me"), 0, -1).Val(); !slices.Equal(got, []string{"d", "c", "b", "a", "old"}) {
 		t.Errorf("processing list = %q, want d c b a old (as LMOVE RIGHT LEFT one by one)", got)
@@ -206,8 +212,8 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.LPush(ctx, PendingList, "f")
-	if ids, err := st.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second); err != nil || !slices.Equal(ids, []string{"e", "f"}) {
-		t.Errorf("AwaitAndMove after SCRIPT FLUSH = %q, %v; want e, f", ids, err)
+	if ids, err := awaitAndMove(ctx, st, ProcessingList("me"), 3, time.Second); err != nil || !slices.Equal(ids, []string{"e", "f"}) {
+		t.Errorf("waiting MoveAfterRemoving after SCRIPT FLUSH = %q, %v; want e, f", ids, err)
 	}
 
 	// ReadTimeout 500 ms: a pipeline would give up on a 1 s wait.
@@ -215,7 +221,7 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 	t.Cleanup(func() { _ = short.Close() })
 	sst := New(short)
 	go func() {
-		ids, err := sst.AwaitAndMove(ctx, ProcessingList("me"), 3, time.Second)
+		ids, err := awaitAndMove(ctx, sst, ProcessingList("me"), 3, time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -224,7 +230,7 @@ func TestAwaitAndMove_WaitsForAnIdAndTakesTheRestInOneRoundTrip(t *testing.T) {
 	awaitBlocked(t, c)
 	c.LPush(ctx, PendingList, "g")
 	if ids := <-got; !slices.Equal(ids, []string{"g"}) {
-		t.Errorf("AwaitAndMove with a short ReadTimeout = %q, want g", ids)
+		t.Errorf("waiting MoveAfterRemoving with a short ReadTimeout = %q, want g", ids)
 	}
 	if got := c.LLen(ctx, ProcessingList("me")).Val(); got != 8 {
 		t.Errorf("processing list holds %d ids, want all 7 moved and old", got)
