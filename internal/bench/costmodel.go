@@ -56,6 +56,13 @@ type outsideFigures struct {
 	wall               time.Duration
 	relayCPU, redisCPU time.Duration
 	commands           map[string]int64 // command → calls during the drain, scripts' commands included
+	// commandUsec is redis-server's own time inside each command during
+	// the drain (INFO commandstats usec): a script's includes the commands
+	// it ran, whose own figures count that time again.
+	commandUsec map[string]int64
+	// relaySys and redisSys are the read and write system calls of the
+	// jetrelay process (from its start) and of redis-server (the window).
+	relaySys, redisSys sysCalls
 }
 
 // profiledDrain is the same drain with jetrelay in this process, profiled.
@@ -169,11 +176,15 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 	if err != nil {
 		return nil, err
 	}
-	c0, err := commandStats(ctx, env.adminDB)
+	c0, u0, err := commandTimes(ctx, env.adminDB)
 	if err != nil {
 		return nil, err
 	}
 	r0, err := procCPU(redisPID)
+	if err != nil {
+		return nil, err
+	}
+	s0, err := procSyscalls(redisPID)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +198,10 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 	wall := time.Since(t0)
 	// The receiver's answer precedes each outcome write: let the last
 	// writes land (the command counts stop moving) before reading.
-	c1, err := settledCommandStats(ctx, env.adminDB)
+	if _, err := settledCommandStats(ctx, env.adminDB); err != nil {
+		return nil, err
+	}
+	c1, u1, err := commandTimes(ctx, env.adminDB)
 	if err != nil {
 		return nil, err
 	}
@@ -195,15 +209,24 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 	if err != nil {
 		return nil, err
 	}
-	relay := ru.cpu
+	relaySys, err := procSyscalls(env.child.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	r1, err := procCPU(redisPID)
 	if err != nil {
 		return nil, err
 	}
-	out := &outsideFigures{n: o.deliveries, wall: wall, relayCPU: relay, redisCPU: r1 - r0, commands: map[string]int64{}}
+	s1, err := procSyscalls(redisPID)
+	if err != nil {
+		return nil, err
+	}
+	out := &outsideFigures{n: o.deliveries, wall: wall, relayCPU: ru.cpu, redisCPU: r1 - r0,
+		commands: map[string]int64{}, commandUsec: map[string]int64{}, relaySys: relaySys, redisSys: s1.sub(s0)}
 	for k, v := range c1 {
 		if d := v - c0[k]; d > 0 && k != "info" {
 			out.commands[k] = d
+			out.commandUsec[k] = u1[k] - u0[k]
 		}
 	}
 	b.stepf("  %d deliveries in %s: jetrelay run %.0f µs + redis-server %.0f µs of CPU per delivery, %.2f Redis commands per delivery",
@@ -310,24 +333,70 @@ func redisPID(ctx context.Context, rdb *redis.Client) (int, error) {
 // command a script runs under that command too (and the script under
 // evalsha), so the sum is every command executed.
 func commandStats(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
+	calls, _, err := commandTimes(ctx, rdb)
+	return calls, err
+}
+
+// commandTimes reads INFO commandstats: each command's calls, and the
+// microseconds redis-server spent inside it (usec).
+func commandTimes(ctx context.Context, rdb *redis.Client) (calls, usec map[string]int64, err error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]int64{}
+	calls, usec = map[string]int64{}, map[string]int64{}
 	for line := range strings.SplitSeq(info, "\r\n") {
 		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
 		if !ok || !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+		for field := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("INFO commandstats: %q: %w", line, err)
+			}
+			if k == "calls" {
+				calls[name] = n
+			} else {
+				usec[name] = n
+			}
 		}
-		out[name] = n
+		if _, ok := calls[name]; !ok {
+			return nil, nil, fmt.Errorf("INFO commandstats: %q: no calls", line)
+		}
 	}
-	return out, nil
+	return calls, usec, nil
+}
+
+// sysCalls counts a process's read and write system calls.
+type sysCalls struct{ reads, writes int64 }
+
+func (s sysCalls) sub(o sysCalls) sysCalls { return sysCalls{s.reads - o.reads, s.writes - o.writes} }
+
+// procSyscalls reads /proc/<pid>/io's syscr and syscw: the read(2),
+// pread, readv and the write(2), pwrite, writev calls the process made,
+// those on sockets included (Go's and redis-server's socket I/O goes
+// through read and write).
+func procSyscalls(pid int) (sysCalls, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/io"
+	var s sysCalls
+	for _, f := range []struct {
+		name string
+		to   *int64
+	}{{"syscr", &s.reads}, {"syscw", &s.writes}} {
+		v, err := procField(path, f.name)
+		if err != nil {
+			return sysCalls{}, err
+		}
+		if *f.to, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return sysCalls{}, fmt.Errorf("%s: %s: %w", path, f.name, err)
+		}
+	}
+	return s, nil
 }
 
 // procCPU is a process's user + system CPU time from /proc/<pid>/stat.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,8 +40,17 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 		verdict = "**met**"
 	}
 	fmt.Fprintf(&b, "| **both** | **%.0f µs** | issue 22's target: ≤ %.0f µs, %s |\n", both, targetQueuedCPU, verdict)
-	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n\n",
+	fmt.Fprintf(&b, "| Redis commands | %.2f | INFO commandstats delta (commands run inside scripts counted too; INFO itself left out): %s |\n",
 		out.commandsPer(), commandBreakdown(out))
+	inside, times := commandTimeBreakdown(out)
+	fmt.Fprintf(&b, "| redis-server inside the commands sent | %.1f µs | INFO commandstats usec: %s. It is redis-server's wall clock around each "+
+		"command, so on a busy machine it counts the time the server was descheduled too, and can exceed its CPU; SCAN is start-up's (retention's "+
+		"first pass and the secrets check walk the keyspace once), not the deliveries' |\n", inside, times)
+	fmt.Fprintf(&b, "| system calls of `jetrelay run` | %.2f writes, %.2f reads | `/proc/<pid>/io` syscw and syscr from its start: its POSTs, its JetStream "+
+		"file store (a work item's record when stored and a tombstone when its ack removes it), Redis and log lines |\n",
+		perCount(out.relaySys.writes, out.n), perCount(out.relaySys.reads, out.n))
+	fmt.Fprintf(&b, "| system calls of redis-server | %.2f writes, %.2f reads | the same, in the window: one read per batch of requests that arrived together, "+
+		"one write per batch of replies |\n\n", perCount(out.redisSys.writes, out.n), perCount(out.redisSys.reads, out.n))
 
 	b.WriteString("Where the commands come from (the code, not this run): per batch, the bridge moves the ids with one script (one RPOP and one LPUSH " +
 		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +
@@ -168,6 +178,34 @@ func commandBreakdown(out *outsideFigures) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// scriptInner are the commands jetrelay's scripts run inside them on a
+// drain's path; their time is in the scripts' usec already.
+var scriptInner = []string{"get", "set", "rpop", "lpush", "lrange", "ltrim", "lrem"}
+
+// commandTimeBreakdown is redis-server's time per delivery inside the
+// commands clients sent (scripts' inner commands left out: their time is
+// the script's), and each one's µs per call, most time first.
+func commandTimeBreakdown(out *outsideFigures) (float64, string) {
+	var total float64
+	var parts []string
+	keys := slices.Collect(maps.Keys(out.commandUsec))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(out.commandUsec[b], out.commandUsec[a]) })
+	for _, k := range keys {
+		if slices.Contains(scriptInner, k) {
+			continue
+		}
+		total += float64(out.commandUsec[k]) / float64(max(out.n, 1))
+		if per := float64(out.commands[k]) / float64(max(out.n, 1)); per >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.1f µs per call", strings.ToUpper(k), float64(out.commandUsec[k])/float64(out.commands[k])))
+		}
+	}
+	parts = append(parts, "GET, SET, RPOP, LPUSH, LRANGE, LTRIM and LREM left out (on this path they run inside the scripts, whose time includes theirs)")
+	return total, strings.Join(parts, ", ")
+}
+
+// perCount is n events over deliveries.
+func perCount(n int64, deliveries int) float64 { return float64(n) / float64(max(deliveries, 1)) }
 
 // atFloor reports whether a step that cost drain µs in the drain, from
 // samples samples, is at the floor it costs alone: within half again of it

@@ -92,6 +92,21 @@ func TestBench_CostModelScenarioReportsOutsideFiguresAndSteps(t *testing.T) {
 	} else if kib, _ := strconv.ParseFloat(m[1], 64); kib < 1 || kib > 1024 {
 		t.Errorf("%s KiB allocated per delivery: not a per-delivery figure", m[1])
 	}
+	// Without a profiler: each delivery's POST is at least one write
+	// system call of jetrelay's, and redis-server's time inside the
+	// outcome script and the read is given per call.
+	if m := regexp.MustCompile(`\| system calls of .jetrelay run. \| ([0-9.]+) writes, ([0-9.]+) reads \|`).FindStringSubmatch(doc); m == nil {
+		t.Errorf("document gives no system calls per delivery:\n%s", doc)
+	} else if w, _ := strconv.ParseFloat(m[1], 64); w < 1 {
+		t.Errorf("%s write system calls per delivery: fewer than its POSTs", m[1])
+	}
+	for _, cmd := range []string{"EVALSHA", "MGET"} {
+		if m := regexp.MustCompile(cmd + ` ([0-9.]+) µs per call`).FindStringSubmatch(doc); m == nil {
+			t.Errorf("document gives no redis-server time per %s:\n%s", cmd, doc)
+		} else if us, _ := strconv.ParseFloat(m[1], 64); us <= 0 {
+			t.Errorf("redis-server spent %s µs per %s", m[1], cmd)
+		}
+	}
 	// The steps at their floor are summed, or the report says none was.
 	if !regexp.MustCompile(`At their floor in this run: .*Every other step takes|No step was at its floor in this run`).MatchString(doc) {
 		t.Errorf("document neither sums the steps at their floor nor says none was:\n%s", doc)
