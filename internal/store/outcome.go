@@ -88,11 +88,14 @@ func (s *Store) RecordOutcomeAndSave(ctx context.Context, rec *DeliveryRecord, s
 		if bytes.Equal(dNext, dRaw) && !writeSub {
 			return false, nil
 		}
-		flag := "0"
+		// The subscription's bytes go only when it is written: the script
+		// reads them only then, and a success (most outcomes) would
+		// otherwise carry the record twice for nothing.
+		flag, sWas, sNow := "0", []byte(nil), []byte(nil)
 		if writeSub {
-			flag = "1"
+			flag, sWas, sNow = "1", subRaw, sNext
 		}
-		res, err := s.runCasPair(ctx, ev, []string{dKey, sKey}, dRaw, dNext, flag, subRaw, sNext)
+		res, err := s.runCasPair(ctx, ev, []string{dKey, sKey}, dRaw, dNext, flag, sWas, sNow)
 		if err != nil {
 			return false, fmt.Errorf("store: record outcome of %s: %w", strconv.Quote(dKey), err)
 		}

@@ -162,3 +162,60 @@ func testConcurrentFailuresCounted(t *testing.T, env *testenv.RedisEnv, st *Stor
 		t.Errorf("consecutive_failures = %d, want exactly %d", sub.ConsecutiveFailures, n)
 	}
 }
+
+// An outcome that leaves the subscription alone (a success, most
+// outcomes) sends only the delivery's bytes: the script compares and
+// writes the subscription only when it changes, so its record stays out
+// of the call, however large admin made it. One that counts a failure
+// still writes both together.
+func TestRecordOutcome_SendsTheSubscriptionOnlyWhenItWritesIt(t *testing.T) {
+	env := testenv.Redis(t)
+	st := New(env.Client)
+	ctx := context.Background()
+	padding := strings.Repeat("p", 32<<10)
+	bigSub := strings.Replace(adminSub, `"future_field":`, `"notes":"`+padding+`","future_field":`, 1)
+	env.Client.Set(ctx, SubscriptionKey(subID), bigSub, 0)
+	env.Client.Set(ctx, DeliveryKey(delID), pendingDelivery, 0)
+	rec, err := st.Delivery(ctx, delID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	netIn := func() int64 {
+		for line := range strings.SplitSeq(env.Client.Info(ctx, "stats").Val(), "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_net_input_bytes:"); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		t.Fatal("INFO stats gives no total_net_input_bytes")
+		return 0
+	}
+	succeeded := func(d *proto.Delivery, _ *proto.Subscription) (Patch, Patch, error) {
+		return Patch{{Name: "status", Value: proto.DeliverySuccess}}, nil, nil
+	}
+	before := netIn()
+	if wrote, err := st.RecordOutcome(ctx, rec, []byte(bigSub), succeeded); err != nil || !wrote {
+		t.Fatalf("RecordOutcome = %v, %v", wrote, err)
+	}
+	if sent := netIn() - before; sent > int64(len(padding)) {
+		t.Errorf("a success sent %d bytes to Redis: the %d-byte subscription went with it", sent, len(bigSub))
+	}
+	if del, _ := env.Client.Get(ctx, DeliveryKey(delID)).Result(); !strings.Contains(del, `"status":"SUCCESS"`) {
+		t.Errorf("delivery: %s", del)
+	}
+	if sub, _ := env.Client.Get(ctx, SubscriptionKey(subID)).Result(); sub != bigSub {
+		t.Errorf("a success changed the subscription")
+	}
+
+	env.Client.Set(ctx, DeliveryKey(delID), pendingDelivery, 0)
+	if rec, err = st.Delivery(ctx, delID); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := st.RecordOutcome(ctx, rec, []byte(bigSub), failedAndCounted); err != nil || !wrote {
+		t.Fatalf("RecordOutcome = %v, %v", wrote, err)
+	}
+	if sub, _ := env.Client.Get(ctx, SubscriptionKey(subID)).Result(); sub != strings.Replace(bigSub, `"consecutive_failures":0`, `"consecutive_failures":1`, 1) {
+		t.Errorf("the failure was not counted in the subscription")
+	}
+}
