@@ -63,6 +63,10 @@ type outsideFigures struct {
 	// relaySys and redisSys are the read and write system calls of the
 	// jetrelay process (from its start) and of redis-server (the window).
 	relaySys, redisSys sysCalls
+	// netIn and netOut are the bytes redis-server read from its clients
+	// and wrote to them in the window (INFO stats total_net_input_bytes,
+	// total_net_output_bytes), -1 when it does not say.
+	netIn, netOut int64
 }
 
 // profiledDrain is the same drain with jetrelay in this process, profiled.
@@ -188,6 +192,7 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 	if err != nil {
 		return nil, err
 	}
+	in0, out0 := env.redisStat(ctx, "total_net_input_bytes"), env.redisStat(ctx, "total_net_output_bytes")
 	t0 := time.Now()
 	if err := env.start(ctx); err != nil {
 		return nil, err
@@ -222,7 +227,10 @@ func outsideDrain(ctx context.Context, b *benchContext, o *costOptions, bin stri
 		return nil, err
 	}
 	out := &outsideFigures{n: o.deliveries, wall: wall, relayCPU: ru.cpu, redisCPU: r1 - r0,
-		commands: map[string]int64{}, commandUsec: map[string]int64{}, relaySys: relaySys, redisSys: s1.sub(s0)}
+		commands: map[string]int64{}, commandUsec: map[string]int64{}, relaySys: relaySys, redisSys: s1.sub(s0), netIn: -1, netOut: -1}
+	if in1, out1 := env.redisStat(ctx, "total_net_input_bytes"), env.redisStat(ctx, "total_net_output_bytes"); in0 >= 0 && out0 >= 0 && in1 >= 0 && out1 >= 0 {
+		out.netIn, out.netOut = in1-in0, out1-out0
+	}
 	for k, v := range c1 {
 		if d := v - c0[k]; d > 0 && k != "info" {
 			out.commands[k] = d

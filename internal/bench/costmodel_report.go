@@ -50,7 +50,13 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 		"file store (a work item's record when stored and a tombstone when its ack removes it), Redis and log lines |\n",
 		perCount(out.relaySys.writes, out.n), perCount(out.relaySys.reads, out.n))
 	fmt.Fprintf(&b, "| system calls of redis-server | %.2f writes, %.2f reads | the same, in the window: one read per batch of requests that arrived together, "+
-		"one write per batch of replies |\n\n", perCount(out.redisSys.writes, out.n), perCount(out.redisSys.reads, out.n))
+		"one write per batch of replies |\n", perCount(out.redisSys.writes, out.n), perCount(out.redisSys.reads, out.n))
+	if out.netIn >= 0 {
+		fmt.Fprintf(&b, "| bytes to and from redis-server | %.0f in, %.0f out | INFO stats total_net_input_bytes and total_net_output_bytes, the window's "+
+			"(the bench's few INFO calls included): the commands with their arguments (a script call carries the records it compares and writes), "+
+			"and the replies (the records read) |\n", perCount(out.netIn, out.n), perCount(out.netOut, out.n))
+	}
+	b.WriteString("\n")
 
 	b.WriteString("Where the commands come from (the code, not this run): per batch, the bridge moves the ids with one script (one RPOP and one LPUSH " +
 		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +

@@ -380,12 +380,18 @@ func (env *benchEnv) redisCPU(ctx context.Context) time.Duration {
 // of any client, however many commands it carried; -1 when the server does
 // not say (before Redis 6).
 func (env *benchEnv) redisReads(ctx context.Context) int64 {
+	return env.redisStat(ctx, "total_reads_processed")
+}
+
+// redisStat is the counter name of INFO stats, -1 when Redis does not
+// give it.
+func (env *benchEnv) redisStat(ctx context.Context, name string) int64 {
 	info, err := env.adminDB.Info(ctx, "stats").Result()
 	if err != nil {
 		return -1
 	}
 	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return -1
