@@ -27,9 +27,14 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 		old := before.median()
 		fmt.Fprintf(&b, "Before and after, in the same run: the baseline binary (`%s`) drained the same backlog before each of these drains, "+
 			"alternating. Its median: **%.0f µs** (`jetrelay run` %.0f + redis-server %.0f), %.2f Redis commands per delivery; this binary's: **%.0f µs**, %.2f "+
-			"(%+.0f %%). Every baseline drain: %s.\n\n",
+			"(%+.0f %%). Every baseline drain: %s.",
 			o.baselineBinary, old.perDelivery(), perDelivery(old.relayCPU, old.n), perDelivery(old.redisCPU, old.n), old.commandsPer(),
 			out.perDelivery(), out.commandsPer(), 100*(out.perDelivery()/old.perDelivery()-1), before)
+		if old.netIn >= 0 && out.netIn >= 0 {
+			fmt.Fprintf(&b, " Bytes to redis-server per delivery, which the machine's load does not move: %.0f before, %.0f after; from it: %.0f and %.0f.",
+				perCount(old.netIn, old.n), perCount(out.netIn, out.n), perCount(old.netOut, old.n), perCount(out.netOut, out.n))
+		}
+		b.WriteString("\n\n")
 	}
 	b.WriteString("| figure | per delivery | how |\n|---|---:|---|\n")
 	fmt.Fprintf(&b, "| CPU of the `jetrelay run` process | %.0f µs | user + system from `/proc/<pid>/stat`, from its start to the last outcome |\n", perDelivery(out.relayCPU, out.n))
