@@ -100,13 +100,13 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 	block := wait > 0
 	// A pipelined EVALSHA that the server's script cache lacks fails, and
 	// its removal must then be made after the move (below), late by the
-	// move's wait. So the first removal, and the first after the cache was
-	// found flushed, goes on its own, loading the script.
+	// move's wait. So until a removal has loaded the script (a move's
+	// first, or one made outside a move: RemoveFromList), a removal goes
+	// on its own, loading it; one that found the cache flushed falls back
+	// to RemoveFromList, which loads it again.
 	if block && (max < 2 || !s.pipelinesBlock(wait)) || len(done) > 0 && !s.removeLoaded.Load() {
 		if len(done) > 0 {
-			if _, removeErr = s.RemoveFromList(ctx, list, done); removeErr == nil {
-				s.removeLoaded.Store(true)
-			}
+			_, removeErr = s.RemoveFromList(ctx, list, done)
 		}
 		if block {
 			ids, err = s.awaitThenMove(ctx, list, max, wait)
@@ -239,6 +239,10 @@ func (s *Store) RemoveFromList(ctx context.Context, list string, ids []string) (
 	if err := removeHeadLua.Run(ctx, s.rdb, []string{list}, idArgs(ids)...).Err(); err != nil {
 		return ids, fmt.Errorf("remove acknowledged ids from %s: %w", list, err)
 	}
+	// The script is in Redis's cache now (Run loads it if it was not):
+	// the next move may carry a removal in its own round trip, whoever
+	// removed first (a move, a drain, an adoption).
+	s.removeLoaded.Store(true)
 	return nil, nil
 }
 

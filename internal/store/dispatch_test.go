@@ -346,3 +346,41 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 		t.Errorf("processing list = %q, want g left", l)
 	}
 }
+
+// A removal made outside a move (a drain's, an adoption's) loads the
+// removal script as a move's first removal does, so the next move carries
+// its removal in its own round trip rather than making it on its own.
+func TestMoveAfterRemoving_PipelinesItsRemovalAfterARemovalOutsideAMove(t *testing.T) {
+	ctx := context.Background()
+	c, plain, hook := countedRedis(t)
+	st := New(plain)
+	list := ProcessingList("me")
+	c.LPush(ctx, list, "left", "p0")
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A move with nothing to move or remove loads the move's script only.
+	if ids, err := st.MovePending(ctx, list, 3); err != nil || len(ids) != 0 {
+		t.Fatalf("MovePending = %q, %v", ids, err)
+	}
+	if failed, err := st.RemoveFromList(ctx, list, []string{"p0"}); err != nil || failed != nil {
+		t.Fatalf("RemoveFromList = %q, %v", failed, err)
+	}
+	c.LPush(ctx, list, "p1")
+	c.LPush(ctx, PendingList, "a")
+	if _, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	hook.commands.Store(0)
+	hook.pipelines.Store(0)
+	ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1"}, 3, 0)
+	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("MoveAfterRemoving = %q, %v, %v; want a", ids, removeErr, err)
+	}
+	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
+		t.Errorf("took %d commands and %d pipelines, want one pipeline", n, p)
+	}
+	if got := c.LRange(ctx, list, 0, -1).Val(); !slices.Equal(got, []string{"a", "left"}) {
+		t.Errorf("processing list = %q, want a left", got)
+	}
+}
