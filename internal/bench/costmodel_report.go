@@ -67,7 +67,7 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +
 		"and removes the published batch with one script (LRANGE and LTRIM inside it; LREM per id only when the batch is not the head of its " +
 		"processing list), sent in the next move's round trip, ahead of it; per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
-		"only for a work item without those headers), and the outcome is one EVALSHA whose GET and SET run inside it. The commands of concurrent " +
+		"only for a work item without those headers), and the outcome is one compare-and-set (a GET and a SET inside a script), the outcomes of deliveries finishing together sharing one EVALSHA. The commands of concurrent " +
 		"deliveries share round trips (go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
 	b.WriteString("This machine is shared (the load average above says how busy it was). These are CPU per delivery, far less sensitive " +
 		"to load than rates, but contention still inflates them (cache misses, more scheduling, more GC while a drain takes longer): " +

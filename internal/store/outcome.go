@@ -95,7 +95,12 @@ func (s *Store) RecordOutcomeAndSave(ctx context.Context, rec *DeliveryRecord, s
 		if writeSub {
 			flag, sWas, sNow = "1", subRaw, sNext
 		}
-		res, err := s.runCasPair(ctx, ev, []string{dKey, sKey}, dRaw, dNext, flag, sWas, sNow)
+		var res int
+		if ev == nil && s.outcomes != nil {
+			res, err = s.outcomes.casPair(ctx, dKey, sKey, [5]any{dRaw, dNext, flag, sWas, sNow})
+		} else {
+			res, err = s.runCasPair(ctx, ev, []string{dKey, sKey}, dRaw, dNext, flag, sWas, sNow)
+		}
 		if err != nil {
 			return false, fmt.Errorf("store: record outcome of %s: %w", strconv.Quote(dKey), err)
 		}

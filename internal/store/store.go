@@ -111,6 +111,10 @@ type Store struct {
 	casPairEvent *redis.Script
 	// casMany writes many delivery records in one call (patchmany.go).
 	casMany *redis.Script
+	// outcomes writes the outcomes that come together in one script call
+	// (outcome_batch.go); nil without the autopipeliner (a cluster or
+	// failover client), where each outcome is its own call.
+	outcomes *outcomeCommits
 
 	subs *subCache
 	// removeLoaded is true once the removal script of the processing
@@ -137,7 +141,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 	if opts.AutoPipeline {
 		hot = hotPath(rdb)
 	}
-	return &Store{
+	st := &Store{
 		rdb:     rdb,
 		hot:     hot,
 		cas:     redis.NewScript(casSetLua),
@@ -149,6 +153,10 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 
 		subs: newSubCache(),
 	}
+	if hot != nil {
+		st.outcomes = &outcomeCommits{script: redis.NewScript(casPairManyLua), run: hot}
+	}
+	return st
 }
 
 // Ping checks that Redis answers.
