@@ -81,8 +81,9 @@ type outcomeCommits struct {
 	mu      sync.Mutex
 	queued  []*pendingOutcome
 	writing bool // a caller is writing a batch
-	// beforeWrite, when set (tests), runs before each batch is written.
-	beforeWrite func()
+	// beforeWrite, when set (tests), runs before each batch is written,
+	// given its size.
+	beforeWrite func(n int)
 }
 
 // casPair runs one outcome's compare-and-set (casPairLua's keys and
@@ -111,7 +112,7 @@ func (c *outcomeCommits) casPair(ctx context.Context, dKey, sKey string, args [5
 	c.queued = c.queued[n:]
 	c.mu.Unlock()
 	if c.beforeWrite != nil {
-		c.beforeWrite()
+		c.beforeWrite(len(batch))
 	}
 	c.write(ctx, batch)
 	c.mu.Lock()
