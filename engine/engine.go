@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/jetrelay/jetrelay/internal/groupcommit"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
@@ -202,10 +203,10 @@ type Engine struct {
 	breakers  *breakers
 	inflight  *inflight
 	workers   *workers
-	busy      *busyLines  // deliveries parked while their subscription is at its limit here
-	putOffs   *putOffs    // put-offs written in bulk (putoffs.go)
-	checks    *checkReads // shared reads of pending held-checks (checkreads.go)
-	shortBusy *shortNaks  // budget of fast subscriptions' busy waits as delayed naks (wait.go)
+	busy      *busyLines                      // deliveries parked while their subscription is at its limit here
+	putOffs   *groupcommit.Committer[*putOff] // put-offs written in bulk (putoffs.go)
+	checks    *checkReads                     // shared reads of pending held-checks (checkreads.go)
+	shortBusy *shortNaks                      // budget of fast subscriptions' busy waits as delayed naks (wait.go)
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
 	taken     [2]atomic.Uint64      // work items handed to the workers, by lane (WorkStats)
@@ -235,7 +236,7 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)
-	e.putOffs = &putOffs{write: e.writePutOffs}
+	e.putOffs = newPutOffs(e)
 	e.checks = newCheckReads(e.readPendingCheck, e.log)
 	e.shortBusy = &shortNaks{window: cfg.ParkAfter, most: max(1, cfg.Queue.MaxAckPending/parkShare)}
 	e.inflight.freed = e.busy.freed

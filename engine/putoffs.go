@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetrelay/jetrelay/internal/groupcommit"
 	"github.com/jetrelay/jetrelay/internal/store"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -19,15 +19,14 @@ import (
 // copy in the dispatch stream. One at a time, each is a script call and a
 // publish that waits for its own PubAck: a backlog meeting a dead endpoint
 // paid both for every delivery, about what a delivery costs. Put-offs that
-// come together are committed together instead, the way a database commits
-// a group of transactions: the first worker with a put-off to write
-// becomes the writer and writes everything queued meanwhile, the notes of
-// the batch in one script call (store.PatchDeliveries), then every message
-// of the batch published asynchronously, waiting once for all PubAcks.
-// Workers arriving while a batch is written queue the next one and wait for
-// it; a lone put-off waits for nothing and goes out at once. The writer
-// writes until the queue is empty, so no put-off waits for a writer that
-// will not come.
+// come together are group committed instead (internal/groupcommit): those
+// arriving while one batch is written go out together in the next, the
+// notes of the batch in one script call (store.PatchDeliveries), then
+// every message of the batch published asynchronously, waiting once for
+// all PubAcks. A lone put-off waits for nothing and goes out at once, and
+// a worker writes at most the batch that holds its own put-off, so under
+// a steady stream of put-offs (a large backlog meeting a dead endpoint)
+// none waits for more than its own batch.
 //
 // Every guarantee of the one-at-a-time path holds per delivery: its note
 // is written (or found unnecessary: a final delivery) before its messages
@@ -46,7 +45,8 @@ import (
 // read and patched bytes each) and one burst of asynchronous publishes.
 const putOffBatch = 256
 
-// putOff is one put-off's durable part.
+// putOff is one put-off's durable part and, once its batch is written, the
+// errors of its note and of its messages.
 type putOff struct {
 	h *handling
 	// note, when set, is written to the delivery's record first.
@@ -54,46 +54,11 @@ type putOff struct {
 	msgs []*nats.Msg
 
 	noteErr, pubErr error
-	done            chan struct{}
 }
 
-// putOffs is the engine's group commit of put-offs.
-type putOffs struct {
-	mu      sync.Mutex
-	queued  []*putOff
-	writing bool
-	write   func([]*putOff) // the batch writer (Engine.writePutOffs)
-}
-
-// do writes p's note and publishes its messages, together with whatever
-// other put-offs are queued, and returns p's errors.
-func (q *putOffs) do(p *putOff) (noteErr, pubErr error) {
-	p.done = make(chan struct{})
-	q.mu.Lock()
-	q.queued = append(q.queued, p)
-	if q.writing {
-		q.mu.Unlock()
-		<-p.done
-		return p.noteErr, p.pubErr
-	}
-	q.writing = true
-	for len(q.queued) > 0 {
-		n := min(len(q.queued), putOffBatch)
-		batch := q.queued[:n:n]
-		q.queued = q.queued[n:]
-		if len(q.queued) == 0 {
-			q.queued = nil
-		}
-		q.mu.Unlock()
-		q.write(batch)
-		for _, b := range batch {
-			close(b.done)
-		}
-		q.mu.Lock()
-	}
-	q.writing = false
-	q.mu.Unlock()
-	return p.noteErr, p.pubErr
+// newPutOffs is the engine's group commit of put-offs.
+func newPutOffs(e *Engine) *groupcommit.Committer[*putOff] {
+	return groupcommit.New(putOffBatch, e.writePutOffs)
 }
 
 // waitNote is noteWait's patch: why and until when a delivery waits
@@ -124,14 +89,15 @@ func (e *Engine) putOffNow(h *handling, next *time.Time, reason string, msgs ...
 	if reason != "" {
 		p.note = waitNote(next, reason)
 	}
-	return e.putOffs.do(p)
+	e.putOffs.Do(h.ctx, p)
+	return p.noteErr, p.pubErr
 }
 
 // writePutOffs writes one batch: the notes in one script call, then every
 // message of the deliveries whose note is written, published
 // asynchronously, each delivery learning its own PubAcks' outcome.
-func (e *Engine) writePutOffs(batch []*putOff) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+func (e *Engine) writePutOffs(ctx context.Context, batch []*putOff) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	var notes []store.DeliveryPatch
 	var noted []*putOff

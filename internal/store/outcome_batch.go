@@ -3,9 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jetrelay/jetrelay/internal/groupcommit"
 )
 
 // Outcomes that come together are written together (issue 22). Each
@@ -14,13 +15,11 @@ import (
 // redis-server, about what the script's own work costs again (measured on
 // these machines: a script that only returns, given an outcome's
 // arguments, 6.3 µs per call; the outcome script 10 µs; a plain SET 2 µs),
-// and a command's bookkeeping in the client. So outcomes are committed the
-// way a database commits a group of transactions: the first caller with
-// an outcome to write becomes the writer and writes everything queued
-// meanwhile in one call of casPairManyLua, which runs each outcome's
-// compare-and-set in turn, exactly as casPairLua would, and answers each
-// its own code; callers arriving while a batch is written queue the next
-// one, which the oldest of them writes. A lone outcome waits for nothing.
+// and a command's bookkeeping in the client. So outcomes are group
+// committed (internal/groupcommit): those finishing while one batch is
+// written go out in the next call of casPairManyLua, which runs each
+// outcome's compare-and-set in turn and answers each its own code. A lone
+// outcome waits for nothing.
 //
 // Every guarantee holds per outcome: each is compared and written on its
 // own (two outcomes of one subscription in one batch: the second finds
@@ -62,80 +61,35 @@ for i = 1, #KEYS / 2 do
 end
 return out`
 
-// pendingOutcome is one outcome's compare-and-set, queued.
+// pendingOutcome is one outcome's compare-and-set and, once its batch is
+// written, its code or the batch's error.
 type pendingOutcome struct {
 	keys [2]string
 	args [5]any
 	res  int
 	err  error
-	// signal wakes a queued caller once: its outcome is written (res,
-	// err), or, lead set, it is to write the next batch.
-	signal chan struct{}
-	lead   bool
 }
 
 // outcomeCommits is a Store's group commit of outcomes.
 type outcomeCommits struct {
-	script  *redis.Script
-	run     redis.Scripter
-	mu      sync.Mutex
-	queued  []*pendingOutcome
-	writing bool // a caller is writing a batch
-	// beforeWrite, when set (tests), runs before each batch is written,
-	// given its size.
-	beforeWrite func(n int)
+	script *redis.Script
+	run    redis.Scripter
+	batch  *groupcommit.Committer[*pendingOutcome]
+}
+
+func newOutcomeCommits(run redis.Scripter) *outcomeCommits {
+	c := &outcomeCommits{script: redis.NewScript(casPairManyLua), run: run}
+	c.batch = groupcommit.New(outcomeBatch, c.write)
+	return c
 }
 
 // casPair runs one outcome's compare-and-set (casPairLua's keys and
 // arguments) in a batch with whatever other outcomes are queued, and
-// returns its code. A caller writes at most the one batch that holds its
-// own outcome, under its own ctx, and hands the next batch to the oldest
-// caller still queued: no caller's return waits for others' outcomes
-// beyond its own batch, however long outcomes keep coming.
+// returns its code.
 func (c *outcomeCommits) casPair(ctx context.Context, dKey, sKey string, args [5]any) (int, error) {
-	p := &pendingOutcome{keys: [2]string{dKey, sKey}, args: args, signal: make(chan struct{}, 1)}
-	c.mu.Lock()
-	c.queued = append(c.queued, p)
-	if c.writing {
-		c.mu.Unlock()
-		<-p.signal
-		if !p.lead {
-			return p.res, p.err
-		}
-		c.mu.Lock()
-	} else {
-		c.writing = true
-	}
-	// p leads, and is the oldest queued: the batch holds it.
-	n := min(len(c.queued), outcomeBatch)
-	batch := c.queued[:n:n]
-	c.queued = c.queued[n:]
-	c.mu.Unlock()
-	if c.beforeWrite != nil {
-		c.beforeWrite(len(batch))
-	}
-	c.write(ctx, batch)
-	c.mu.Lock()
-	if len(c.queued) > 0 {
-		next := c.queued[0]
-		next.lead = true
-		next.signal <- struct{}{}
-	} else {
-		c.queued = nil
-		c.writing = false
-	}
-	c.mu.Unlock()
-	for _, b := range batch[1:] {
-		b.signal <- struct{}{}
-	}
+	p := &pendingOutcome{keys: [2]string{dKey, sKey}, args: args}
+	c.batch.Do(ctx, p)
 	return p.res, p.err
-}
-
-// waiting is how many outcomes are queued behind the batch being written.
-func (c *outcomeCommits) waiting() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.queued)
 }
 
 // write runs one batch's compare-and-sets in one script call.

@@ -54,13 +54,13 @@ func TestRecordOutcome_OutcomesThatComeTogetherAreWrittenInOneScriptCall(t *test
 	var once sync.Once
 	var mu sync.Mutex
 	var sizes []int
-	st.outcomes.beforeWrite = func(size int) {
+	st.outcomes.batch.BeforeWrite = func(size int) {
 		mu.Lock()
 		sizes = append(sizes, size)
 		mu.Unlock()
 		once.Do(func() {
 			close(first)
-			for st.outcomes.waiting() < n-2 {
+			for st.outcomes.batch.Waiting() < n-2 {
 				runtime.Gosched()
 			}
 		})

@@ -154,7 +154,7 @@ func NewWithOptions(rdb redis.UniversalClient, opts Options) *Store {
 		subs: newSubCache(),
 	}
 	if hot != nil {
-		st.outcomes = &outcomeCommits{script: redis.NewScript(casPairManyLua), run: hot}
+		st.outcomes = newOutcomeCommits(hot)
 	}
 	return st
 }
