@@ -10,22 +10,32 @@ import (
 	"github.com/jetrelay/jetrelay/proto"
 )
 
-// casPairLua is casSetLua for a delivery and, when ARGV[3] is "1", its
-// subscription: both are written only if both still hold the bytes the
-// patches were computed from, so a delivery's final state and the failure it
-// adds to its subscription land together or not at all. Returns 1 written,
-// 0 changed underneath, -1 delivery gone, -2 subscription gone.
-const casPairLua = `local d = redis.call('GET', KEYS[1])
-if not d then return -1 end
-if d ~= ARGV[1] then return 0 end
-if ARGV[3] == '1' then
-  local s = redis.call('GET', KEYS[2])
-  if not s then return -2 end
-  if s ~= ARGV[4] then return 0 end
-  redis.call('SET', KEYS[2], ARGV[5], 'KEEPTTL')
+// casPairFn defines casPair, casSetLua for a delivery and, when withSub is
+// "1", its subscription: both are written only if both still hold the bytes
+// the patches were computed from, so a delivery's final state and the
+// failure it adds to its subscription land together or not at all. It
+// returns 1 written, 0 changed underneath, -1 delivery gone, -2
+// subscription gone. casPairLua, casPairManyLua and casPairEventLua call it:
+// one definition of an outcome's compare-and-set.
+const casPairFn = `local function casPair(dk, sk, dWas, dNow, withSub, sWas, sNow)
+  local d = redis.call('GET', dk)
+  if not d then return -1 end
+  if d ~= dWas then return 0 end
+  if withSub == '1' then
+    local s = redis.call('GET', sk)
+    if not s then return -2 end
+    if s ~= sWas then return 0 end
+    redis.call('SET', sk, sNow, 'KEEPTTL')
+  end
+  redis.call('SET', dk, dNow, 'KEEPTTL')
+  return 1
 end
-redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
-return 1`
+`
+
+// casPairLua is one outcome's casPair: KEYS[1] the delivery, KEYS[2] its
+// subscription; ARGV[1..2] the delivery as read and as patched, ARGV[3] "1"
+// when the subscription is written, ARGV[4..5] it as read and as patched.
+const casPairLua = casPairFn + "return casPair(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])"
 
 // OutcomeFunc computes the fields to change in a delivery and in its
 // subscription from their current state. sub is nil when the subscription

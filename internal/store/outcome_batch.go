@@ -11,7 +11,7 @@ import (
 
 // Outcomes that come together are written together (issue 22). Each
 // outcome is one compare-and-set of a delivery and, when it changes it,
-// its subscription (casPairLua). One script call per outcome costs, on
+// its subscription (casPairFn). One script call per outcome costs, on
 // redis-server, about what the script's own work costs again (measured on
 // these machines: a script that only returns, given an outcome's
 // arguments, 6.3 µs per call; the outcome script 10 µs; a plain SET 2 µs),
@@ -33,31 +33,14 @@ import (
 // arguments (five per outcome: both records as read and as patched).
 const outcomeBatch = 64
 
-// casPairManyLua is casPairLua for many outcomes: outcome i has the keys
+// casPairManyLua runs casPairFn for many outcomes: outcome i has the keys
 // KEYS[2i-1] (the delivery) and KEYS[2i] (its subscription) and the
 // arguments ARGV[5i-4 .. 5i], casPairLua's ARGV[1 .. 5]. It returns one
 // code per outcome, casPairLua's.
-const casPairManyLua = `local out = {}
+const casPairManyLua = casPairFn + `local out = {}
 for i = 1, #KEYS / 2 do
   local a = 5 * (i - 1)
-  local d = redis.call('GET', KEYS[2*i-1])
-  local r = 1
-  if not d then
-    r = -1
-  elseif d ~= ARGV[a+1] then
-    r = 0
-  elseif ARGV[a+3] == '1' then
-    local s = redis.call('GET', KEYS[2*i])
-    if not s then
-      r = -2
-    elseif s ~= ARGV[a+4] then
-      r = 0
-    else
-      redis.call('SET', KEYS[2*i], ARGV[a+5], 'KEEPTTL')
-    end
-  end
-  if r == 1 then redis.call('SET', KEYS[2*i-1], ARGV[a+2], 'KEEPTTL') end
-  out[i] = r
+  out[i] = casPair(KEYS[2*i-1], KEYS[2*i], ARGV[a+1], ARGV[a+2], ARGV[a+3], ARGV[a+4], ARGV[a+5])
 end
 return out`
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strings"
 )
 
 // casPairEventLua is casPairLua that, once the delivery (and subscription)
@@ -10,9 +9,11 @@ import (
 // script: KEYS[3..6] and ARGV[6..9] are SaveEventLua's KEYS and ARGV. Reusing
 // both scripts verbatim keeps one definition of the compare-and-set and one
 // of how Cycles stores an event.
-var casPairEventLua = "local function saveEvent(KEYS, ARGV)\n" + SaveEventLua + "\nend\n" +
-	strings.TrimSuffix(casPairLua, "return 1") +
-	"saveEvent({KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})\nreturn 1"
+const casPairEventLua = "local function saveEvent(KEYS, ARGV)\n" + SaveEventLua + "\nend\n" + casPairFn +
+	`local r = casPair(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+if r ~= 1 then return r end
+saveEvent({KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+return 1`
 
 // runCasPair runs casPairLua, or casPairEventLua when ev is not nil, and
 // returns the script's result code.
