@@ -89,7 +89,10 @@ func (e *Engine) putOffNow(h *handling, next *time.Time, reason string, msgs ...
 	if reason != "" {
 		p.note = waitNote(next, reason)
 	}
-	e.putOffs.Do(h.ctx, p)
+	if err := e.putOffs.Do(h.ctx, p); err != nil {
+		// Nothing is known to be written: as a note that failed.
+		return err, nil
+	}
 	return p.noteErr, p.pubErr
 }
 

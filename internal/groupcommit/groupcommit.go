@@ -2,6 +2,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -17,9 +18,12 @@ import (
 //
 // Write is called for one batch at a time, never concurrently, and records
 // each item's result in the item itself (T is usually a pointer): Do
-// returns once the batch holding its item is written. The zero Committer
-// is not usable; make one with New. All methods are safe for concurrent
-// use.
+// returns once the batch holding its item is written. A write that panics
+// does not wedge the Committer: the other callers of its batch get
+// ErrWritePanicked (their items' results were never recorded), the next
+// batch is handed on, and the panic goes on in the writing caller. The zero
+// Committer is not usable; make one with New. All methods are safe for
+// concurrent use.
 type Committer[T any] struct {
 	max   int
 	write func(ctx context.Context, batch []T)
@@ -35,6 +39,7 @@ type Committer[T any] struct {
 
 type waiter[T any] struct {
 	item T
+	err  error // set when the batch's write panicked
 	// signal wakes a queued caller once: its item is written, or, lead
 	// set, it is to write the next batch.
 	signal chan struct{}
@@ -49,9 +54,16 @@ func New[T any](most int, write func(ctx context.Context, batch []T)) *Committer
 	return &Committer[T]{max: max(1, most), write: write}
 }
 
+// ErrWritePanicked is Do's error when the write of the caller's batch
+// panicked in another caller (or ended its goroutine): the item's result
+// was never recorded. The writing caller's own panic says what happened.
+var ErrWritePanicked = errors.New("groupcommit: the write of this batch panicked in another caller")
+
 // Do writes item in a batch with whatever other items are queued and
-// returns when that batch is written.
-func (c *Committer[T]) Do(ctx context.Context, item T) {
+// returns when that batch is written: nil, the item's result being in the
+// item, or ErrWritePanicked when another caller's write of the batch
+// panicked. When the write panics in this caller, the panic goes on.
+func (c *Committer[T]) Do(ctx context.Context, item T) error {
 	w := &waiter[T]{item: item, signal: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.queued = append(c.queued, w)
@@ -59,7 +71,7 @@ func (c *Committer[T]) Do(ctx context.Context, item T) {
 		c.mu.Unlock()
 		<-w.signal
 		if !w.lead {
-			return
+			return w.err
 		}
 		c.mu.Lock()
 	} else {
@@ -74,10 +86,31 @@ func (c *Committer[T]) Do(ctx context.Context, item T) {
 	for i, b := range batch {
 		items[i] = b.item
 	}
+	written := false
+	defer func() {
+		if !written {
+			// The write panicked (or called runtime.Goexit): the batch's
+			// other callers learn it, the next batch gets its writer, and
+			// the panic goes on, unrecovered, with its own stack.
+			for _, b := range batch[1:] {
+				b.err = ErrWritePanicked
+			}
+			c.handOff(batch)
+		}
+	}()
 	if c.BeforeWrite != nil {
 		c.BeforeWrite(n)
 	}
 	c.write(context.WithoutCancel(ctx), items)
+	written = true
+	c.handOff(batch)
+	return nil
+}
+
+// handOff makes the oldest queued caller the next batch's writer, or
+// marks the Committer idle, and wakes the callers of batch (but its
+// writer, batch[0]).
+func (c *Committer[T]) handOff(batch []*waiter[T]) {
 	c.mu.Lock()
 	if len(c.queued) > 0 {
 		next := c.queued[0]

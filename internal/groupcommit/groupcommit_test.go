@@ -2,6 +2,7 @@ package groupcommit_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,9 @@ func TestCommitter_ALoneItemIsWrittenAtOnceAlone(t *testing.T) {
 	r := &recorder{t: t}
 	c := groupcommit.New(8, r.write)
 	it := &item{id: 1}
-	c.Do(context.Background(), it)
+	if err := c.Do(context.Background(), it); err != nil {
+		t.Fatal(err)
+	}
 	if it.written != 1 || len(r.batches) != 1 || len(r.batches[0]) != 1 {
 		t.Fatalf("a lone item: written %d times, batches %v; want once, alone", it.written, r.batches)
 	}
@@ -81,7 +84,9 @@ func TestCommitter_ItemsQueuedDuringAWriteShareTheNextAndTheFirstCallerDoesNotWr
 	}
 	first := &item{id: 0}
 	go func() {
-		c.Do(context.Background(), first)
+		if err := c.Do(context.Background(), first); err != nil {
+			t.Error(err)
+		}
 		close(firstReturned)
 	}()
 	// Wait for the first write to be under way: the next caller queues.
@@ -91,7 +96,12 @@ func TestCommitter_ItemsQueuedDuringAWriteShareTheNextAndTheFirstCallerDoesNotWr
 	for i := range items {
 		items[i] = &item{id: i + 1}
 		wg.Add(1)
-		go func() { defer wg.Done(); c.Do(context.Background(), items[i]) }()
+		go func() {
+			defer wg.Done()
+			if err := c.Do(context.Background(), items[i]); err != nil {
+				t.Error(err)
+			}
+		}()
 		waitFor(t, func() bool { return c.Waiting() == i+1 })
 	}
 	close(release)
@@ -120,7 +130,9 @@ func TestCommitter_AWriteDoesNotSeeItsCallersCancellation(t *testing.T) {
 	c := groupcommit.New(8, func(ctx context.Context, _ []*item) { sawErr = ctx.Err() })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c.Do(ctx, &item{})
+	if err := c.Do(ctx, &item{}); err != nil {
+		t.Fatal(err)
+	}
 	if sawErr != nil {
 		t.Fatalf("the batch was written under a cancelled context (%v): other callers' items would fail with it", sawErr)
 	}
@@ -140,9 +152,8 @@ func TestCommitter_ManyCallersEachItemWrittenOnceInBoundedBatches(t *testing.T) 
 			for i := range each {
 				it := &item{id: g*each + i}
 				items[g][i] = it
-				c.Do(context.Background(), it)
-				if it.written != 1 {
-					t.Errorf("Do returned for item %d written %d times", it.id, it.written)
+				if err := c.Do(context.Background(), it); err != nil || it.written != 1 {
+					t.Errorf("Do returned %v for item %d written %d times", err, it.id, it.written)
 					return
 				}
 			}
@@ -161,6 +172,70 @@ func TestCommitter_ManyCallersEachItemWrittenOnceInBoundedBatches(t *testing.T) 
 	}
 	if c.Waiting() != 0 {
 		t.Fatalf("%d items still queued after every caller returned", c.Waiting())
+	}
+}
+
+// A write that panics fails the other items of its batch with
+// ErrWritePanicked (their results were never recorded, so a caller must
+// not take them as written), panics on in its own caller, and leaves the
+// Committer working: the batch queued behind it is written by its oldest
+// caller, and later items as before.
+func TestCommitter_AWriteThatPanicsFailsItsBatchAndDoesNotWedgeTheNext(t *testing.T) {
+	r := &recorder{t: t}
+	c := groupcommit.New(2, r.write)
+	release := make(chan struct{})
+	r.during = func(batch int, _ []*item) {
+		switch batch {
+		case 1:
+			<-release
+		case 2:
+			r.active.Add(-1) // the recorder's own count: this write ends here
+			panic("boom")
+		}
+	}
+	firstDone := make(chan struct{})
+	go func() { defer close(firstDone); _ = c.Do(context.Background(), &item{id: 0}) }()
+	waitFor(t, func() bool { return r.active.Load() == 1 })
+	// Items 1 and 2 form the batch that panics (1 writes it); 3 is queued
+	// behind them and writes the batch after.
+	errs := make([]error, 4)
+	panicked := make(chan any, 1)
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					panicked <- v
+				}
+			}()
+			errs[i] = c.Do(context.Background(), &item{id: i})
+		}()
+		waitFor(t, func() bool { return c.Waiting() == i })
+	}
+	close(release)
+	wg.Wait()
+	<-firstDone
+	select {
+	case v := <-panicked:
+		if v != "boom" {
+			t.Fatalf("the writer panicked with %v, want the write's own panic", v)
+		}
+	default:
+		t.Fatal("the write's panic did not go on in its caller")
+	}
+	if !errors.Is(errs[2], groupcommit.ErrWritePanicked) {
+		t.Errorf("the other item of the batch that panicked: %v, want ErrWritePanicked", errs[2])
+	}
+	if errs[3] != nil {
+		t.Errorf("the item queued behind the panic: %v, want it written", errs[3])
+	}
+	if err := c.Do(context.Background(), &item{id: 4}); err != nil || c.Waiting() != 0 {
+		t.Fatalf("after the panic: %v, %d queued; want the Committer working", err, c.Waiting())
+	}
+	if got := len(r.batches); got != 4 {
+		t.Fatalf("%d batches, want 4: the first, the one that panicked, the one behind it, the last", got)
 	}
 }
 

@@ -71,7 +71,9 @@ func newOutcomeCommits(run redis.Scripter) *outcomeCommits {
 // returns its code.
 func (c *outcomeCommits) casPair(ctx context.Context, dKey, sKey string, args [5]any) (int, error) {
 	p := &pendingOutcome{keys: [2]string{dKey, sKey}, args: args}
-	c.batch.Do(ctx, p)
+	if err := c.batch.Do(ctx, p); err != nil {
+		return 0, err
+	}
 	return p.res, p.err
 }
 
