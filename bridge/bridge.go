@@ -192,8 +192,8 @@ func (b *Bridge) dispatchLoop(ctx context.Context) {
 			needDrain = true
 			continue
 		}
-		ids, err := b.move(ctx)
-		settled := len(ids) == 0 || b.settle(ctx, ids, false)
+		ids, origins, err := b.move(ctx)
+		settled := len(ids) == 0 || b.settle(ctx, ids, origins, false)
 		b.caughtUp.Store(b.drained && settled && err == nil)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -3,6 +3,8 @@ package bridge
 import (
 	"context"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // move takes up to BatchSize ids from dispatch:pending into this instance's
@@ -13,17 +15,18 @@ import (
 // and moves it with whatever else came, still one round trip
 // (store.MoveAfterRemoving with a wait), rather than asking an all but empty list first and
 // waiting second: at a rate where each id finds the bridge waiting, that
-// is one Redis round trip per delivery less. On an error some ids may have
-// moved unreported; the caller recovers them by draining the processing
-// list.
-func (b *Bridge) move(ctx context.Context) ([]string, error) {
+// is one Redis round trip per delivery less. The move also reads the moved
+// ids' routing fields (store.TraceOrigin, by id), in the same round trip.
+// On an error some ids may have moved unreported; the caller recovers them
+// by draining the processing list.
+func (b *Bridge) move(ctx context.Context) ([]string, map[string]store.TraceOrigin, error) {
 	var wait time.Duration
 	if b.drained {
 		wait = b.cfg.BlockTimeout
 	}
 	// The batch published last goes out of the processing list in the same
 	// round trip, ahead of the move (store.MoveAfterRemoving).
-	ids, removeErr, err := b.store.MoveAfterRemoving(ctx, b.processingKey, b.toRemove, b.cfg.BatchSize, wait)
+	ids, origins, removeErr, err := b.store.MoveAfterRemoving(ctx, b.processingKey, b.toRemove, b.cfg.BatchSize, wait)
 	if removeErr == nil {
 		b.toRemove = nil
 	} else if ctx.Err() == nil {
@@ -34,7 +37,7 @@ func (b *Bridge) move(ctx context.Context) ([]string, error) {
 	// next one waits. An error leaves the choice to the next move too: a
 	// short answer is as good a sign as any that the list is empty.
 	b.drained = len(ids) < b.cfg.BatchSize
-	return ids, err
+	return ids, origins, err
 }
 
 // removePublished removes from the processing list the ids published since

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetrelay/jetrelay/internal/queue"
+	"github.com/jetrelay/jetrelay/internal/store"
 )
 
 // errPubAckTimeout marks ids whose PubAck did not arrive within PublishTimeout.
@@ -22,14 +23,15 @@ const stallWait = 250 * time.Millisecond
 
 // settle publishes ids (all already in this instance's processing list) and
 // removes them from the list once acknowledged, retrying what failed with
-// capped backoff before anything new is moved. It reports whether every id
+// capped backoff before anything new is moved. known holds the routing
+// fields the move read with the ids (nil: read them here). It reports whether every id
 // was settled; false means ctx ended and the rest stay in the processing
 // list for recovery. The attempt in progress when ctx ends is completed,
 // so a clean shutdown does not strand a batch.
-func (b *Bridge) settle(ctx context.Context, ids []string, recovered bool) bool {
+func (b *Bridge) settle(ctx context.Context, ids []string, known map[string]store.TraceOrigin, recovered bool) bool {
 	var bo backoff
 	for {
-		left, err := b.publishBatch(ctx, ids, recovered)
+		left, err := b.publishBatch(ctx, ids, known, recovered)
 		if len(left) == 0 {
 			b.progressed()
 			return true
@@ -67,7 +69,7 @@ func (b *Bridge) recreateStream(ctx context.Context) {
 
 // publishBatch makes one attempt at ids and returns those still unsettled
 // with the first error seen.
-func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool) ([]string, error) {
+func (b *Bridge) publishBatch(ctx context.Context, ids []string, known map[string]store.TraceOrigin, recovered bool) ([]string, error) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.PublishTimeout)
 	defer cancel()
 
@@ -91,7 +93,7 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, recovered bool)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	plain, lines := b.items(good, b.origins(actx, good))
+	plain, lines := b.items(good, b.origins(actx, good, known))
 	acked, dups, failed, err := b.publish(plain)
 	remaining = append(remaining, failed...)
 	if err != nil {

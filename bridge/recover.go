@@ -23,7 +23,7 @@ func (b *Bridge) drain(ctx context.Context) error {
 			return nil
 		}
 		b.log.Info("republishing ids left in the processing list", "ids", len(ids))
-		if !b.settle(ctx, ids, true) {
+		if !b.settle(ctx, ids, nil, true) {
 			break
 		}
 	}

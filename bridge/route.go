@@ -19,7 +19,7 @@ import (
 // keep that order through the bridges:
 //
 //   - Routing: the subscription of each id comes from the delivery records
-//     the bridge reads in one MGET per batch anyway (TraceOrigins), and
+//     the bridge's move reads with the ids anyway (store.TraceOrigin), and
 //     whether it is ordered from the jetrelay:ordering index plus the fleet
 //     default, read whole about once a second.
 //   - One mover: bridges moving batches from dispatch:pending at the same

@@ -17,16 +17,31 @@ import (
 // tracerName is the instrumentation scope of the bridge's spans.
 const tracerName = "github.com/jetrelay/jetrelay/bridge"
 
-// origins reads what the delivery records of ids say about their trace,
-// subscription and event, in one MGET per batch: the engine reads a
-// delivery whose work item names them (queue.SetRoute) in one round trip
-// instead of two, and tracing and ordered lines (route.go) use the same
-// read. When the read fails it is nil: the ids go out without, and the
-// engine reads their records one after the other.
-func (b *Bridge) origins(ctx context.Context, ids []string) []store.TraceOrigin {
+// origins is what the delivery records of ids say about their trace,
+// subscription and event: the engine reads a delivery whose work item names
+// them (queue.SetRoute) in one round trip instead of two, and tracing and
+// ordered lines (route.go) use the same read. The move that took the ids
+// read them with it (known); ids it did not (a recovered batch, a lone id
+// a wait moved on a client that cannot pipeline it) are read here, in one
+// MGET per batch. When that read fails it is nil: the ids go out without,
+// and the engine reads their records one after the other.
+func (b *Bridge) origins(ctx context.Context, ids []string, known map[string]store.TraceOrigin) []store.TraceOrigin {
 	if len(ids) == 0 {
 		return nil
 	}
+	out := make([]store.TraceOrigin, len(ids))
+	for i, id := range ids {
+		o, ok := known[id]
+		if !ok {
+			return b.readOrigins(ctx, ids)
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// readOrigins reads the origins of ids, nil when the read fails.
+func (b *Bridge) readOrigins(ctx context.Context, ids []string) []store.TraceOrigin {
 	origins, err := b.store.TraceOrigins(ctx, ids)
 	if err != nil {
 		return nil

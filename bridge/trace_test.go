@@ -1,6 +1,9 @@
 package bridge_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +160,85 @@ func TestRun_NamesEachDeliverysSubscriptionAndEventInItsWorkItem(t *testing.T) {
 		if h.Get(queue.SubscriptionHeader) != "" || h.Get(queue.EventHeader) != "" || h.Get("X-Injected") != "" {
 			t.Errorf("%s's work item headers = %v, want no route", id, h)
 		}
+	}
+}
+
+// The routing fields come back with the move that takes the ids, whether
+// it moves a waiting backlog or waits for each id as it comes: the bridge
+// sends no read of its own (no MGET), which at a rate where each id finds
+// it waiting was one more Redis round trip per delivery.
+func TestRun_ReadsTheRoutesWithTheMoveWithoutAReadOfItsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	ids := []string{"del_0", "del_1", "del_2", "del_3", "del_4"}
+	for i, id := range ids {
+		rec := fmt.Sprintf(`{"delivery_id":%q,"subscription_id":"whsub_%d","event_id":"evt_%d"}`, id, i, i)
+		if err := e.rdb.Set(ctx, store.DeliveryKey(id), rec, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := &sentCommands{}
+	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(sent)
+	b, err := bridge.New(rdb, e.js, bridge.Config{InstanceID: "test-bridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lpush(t, store.PendingList, ids[:2]) // a backlog, moved as a batch
+	start(t, b)
+	eventually(t, 10*time.Second, "the backlog in the stream", func() bool { return e.streamMsgs(t) == 2 })
+	for n, id := range ids[2:] { // each found by a waiting move
+		e.lpush(t, store.PendingList, []string{id})
+		eventually(t, 10*time.Second, id+" in the stream", func() bool { return e.streamMsgs(t) == uint64(n+3) })
+	}
+
+	headers := e.streamHeaders(t)
+	for i, id := range ids {
+		if h := headers[id]; h.Get(queue.SubscriptionHeader) != fmt.Sprintf("whsub_%d", i) || h.Get(queue.EventHeader) != fmt.Sprintf("evt_%d", i) {
+			t.Errorf("%s's work item headers = %v, want its subscription and event", id, h)
+		}
+	}
+	if n := sent.count("mget"); n > 0 {
+		t.Errorf("the bridge sent %d MGETs of its own; want the routes read by its moves", n)
+	}
+}
+
+// sentCommands counts the commands a client sends, by name, pipelined or
+// not.
+type sentCommands struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *sentCommands) add(cmds ...redis.Cmder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	for _, c := range cmds {
+		s.n[c.Name()]++
+	}
+}
+
+func (s *sentCommands) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[name]
+}
+
+func (s *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (s *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.add(cmds...)
+		return next(ctx, cmds)
 	}
 }

@@ -64,7 +64,7 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 	b.WriteString("\n")
 
 	b.WriteString("Where the commands come from (the code, not this run): per batch, the bridge moves the ids with one script (one RPOP and one LPUSH " +
-		"run inside it), reads their delivery records with one MGET to name each delivery's subscription and event in its work item's headers, " +
+		"run inside it, and one LRANGE and one MGET that read the moved ids' delivery records, to name each delivery's subscription and event in its work item's headers), " +
 		"and removes the published batch with one script (LRANGE and LTRIM inside it; LREM per id only when the batch is not the head of its " +
 		"processing list), sent in the next move's round trip, ahead of it; per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
 		"only for a work item without those headers), and the outcome is one compare-and-set (a GET and a SET inside a script), the outcomes of deliveries finishing together sharing one EVALSHA. The commands of concurrent " +

@@ -38,30 +38,100 @@ func HeartbeatKey(instanceID string) string { return "jetrelay:bridge:" + instan
 // processing list's type is checked before anything is popped, since Redis
 // does not undo a script's RPOP when its LPUSH fails.
 //
-//	KEYS = [dispatch:pending, processing list]  ARGV = [max]
+// In the same call it reads the delivery records of the ids it moved and
+// of the ARGV[2] ids below them (the one a BLMOVE pipelined ahead of it
+// moved), which the bridge publishes with their routing fields
+// (TraceOrigin): an MGET of its own would be a second round trip per
+// move, one per delivery at a rate where each id finds the bridge
+// waiting. It reads keys it is not given, which a single Redis (or one
+// behind Sentinel, which the bridge needs anyway) allows. The reply is
+// {moved ids, the ids whose records were read, their records}; a missing
+// record is a nil.
+//
+//	KEYS = [dispatch:pending, processing list]
+//	ARGV = [max, ids below the moved ones to read, delivery key prefix]
 var moveBatchLua = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[2]).ok
 if t ~= 'list' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is not a list')
 end
-local ids = redis.call('RPOP', KEYS[1], ARGV[1])
-if not ids then return {} end
+local ids = redis.call('RPOP', KEYS[1], ARGV[1]) or {}
 for i = 1, #ids, 1000 do
   redis.call('LPUSH', KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
 end
-return ids
+local n = #ids + tonumber(ARGV[2])
+if n == 0 then return {ids, {}, {}} end
+local head = redis.call('LRANGE', KEYS[2], 0, n - 1)
+local recs = {}
+for i = 1, #head, 1000 do
+  local keys = {}
+  for j = i, math.min(i + 999, #head) do keys[#keys + 1] = ARGV[3] .. head[j] end
+  for _, r in ipairs(redis.call('MGET', unpack(keys))) do recs[#recs + 1] = r end
+end
+return {ids, head, recs}
 `)
 
-// MovePending moves up to max ids from dispatch:pending into list in one
-// round trip, oldest first, and returns them (none when it is empty). On an
-// error some ids may have moved unreported; the caller recovers them by
-// draining list.
-func (s *Store) MovePending(ctx context.Context, list string, max int) ([]string, error) {
-	ids, err := moveBatchLua.Run(ctx, s.rdb, []string{PendingList, list}, max).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
+// moveArgs is moveBatchLua's ARGV: move up to max, read the records of
+// below more.
+func moveArgs(max, below int) []any { return []any{max, below, DeliveryKey("")} }
+
+// movedReply reads moveBatchLua's reply: the moved ids and, by id, the
+// trace origins of the records it read.
+func movedReply(v any, err error) ([]string, map[string]TraceOrigin, error) {
+	if errors.Is(err, redis.Nil) {
+		return nil, nil, nil
 	}
-	return ids, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	parts, ok := v.([]any)
+	if !ok || len(parts) != 3 {
+		return nil, nil, fmt.Errorf("store: move: unexpected reply %T", v)
+	}
+	ids, err1 := replyStrings(parts[0])
+	head, err2 := replyStrings(parts[1])
+	recs, ok := parts[2].([]any)
+	if err := errors.Join(err1, err2); err != nil || !ok || len(recs) != len(head) {
+		return ids, nil, fmt.Errorf("store: move: unexpected reply (%d ids read, %d records): %w", len(head), len(recs), err)
+	}
+	origins := make(map[string]TraceOrigin, len(head))
+	for i, id := range head {
+		var o TraceOrigin
+		if raw, ok := recs[i].(string); ok {
+			o = traceOriginOf(raw)
+		}
+		origins[id] = o
+	}
+	return ids, origins, nil
+}
+
+// replyStrings is a reply's array of strings.
+func replyStrings(v any) ([]string, error) {
+	vals, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("store: move: %T is not an array", v)
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		if out[i], ok = v.(string); !ok {
+			return nil, fmt.Errorf("store: move: %T is not a string", v)
+		}
+	}
+	return out, nil
+}
+
+// MovePending moves up to max ids from dispatch:pending into list in one
+// round trip, oldest first, and returns them (none when it is empty) with
+// their records' trace origins, by id. On an error some ids may have moved
+// unreported; the caller recovers them by draining list.
+func (s *Store) MovePending(ctx context.Context, list string, max int) ([]string, map[string]TraceOrigin, error) {
+	return s.movePending(ctx, list, max, 0)
+}
+
+// movePending is MovePending that also reads the records of the below ids
+// under the moved ones.
+func (s *Store) movePending(ctx context.Context, list string, max, below int) ([]string, map[string]TraceOrigin, error) {
+	return movedReply(moveBatchLua.Run(ctx, s.rdb, []string{PendingList, list}, moveArgs(max, below)...).Result())
 }
 
 // AwaitPending waits up to timeout for one id in dispatch:pending and moves
@@ -87,16 +157,18 @@ func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Dura
 // one round trip per delivery is a measurable share of its cost. A
 // pipeline's replies are read under the client's ReadTimeout, not the
 // blocking command's own, so on a client whose ReadTimeout does not cover
-// wait (or whose options are not known) it takes two round trips. The removal goes in the same round trip, ahead of the
-// move, so the published batch leaves list exactly when it would have in a
+// wait (or whose options are not known) it takes two round trips. The
+// removal goes in the same round trip, ahead of the move, so the published batch leaves list exactly when it would have in a
 // round trip of its own, before anything new is pushed onto it, and a
 // bridge at a low rate makes one round trip per batch for both instead of
 // two. removeErr is the removal's error: done stays in list, and the
 // caller removes it later (a crash in between republishes it, which the
 // stream's duplicate window absorbs, as after a crash before any removal).
 // err is the move's: on an error some ids may have moved unreported, as
-// with MovePending.
-func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []string, max int, wait time.Duration) (ids []string, removeErr, err error) {
+// with MovePending. origins are the moved ids' trace origins by id, read
+// by the move itself (moveBatchLua); an id missing from it (a lone id a
+// wait moved on a client that cannot pipeline it) is the caller's to read.
+func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []string, max int, wait time.Duration) (ids []string, origins map[string]TraceOrigin, removeErr, err error) {
 	block := wait > 0
 	// A pipelined EVALSHA that the server's script cache lacks fails, and
 	// its removal must then be made after the move (below), late by the
@@ -109,15 +181,15 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 			_, removeErr = s.RemoveFromList(ctx, list, done)
 		}
 		if block {
-			ids, err = s.awaitThenMove(ctx, list, max, wait)
+			ids, origins, err = s.awaitThenMove(ctx, list, max, wait)
 		} else {
-			ids, err = s.MovePending(ctx, list, max)
+			ids, origins, err = s.MovePending(ctx, list, max)
 		}
-		return ids, removeErr, err
+		return ids, origins, removeErr, err
 	}
 	if !block && len(done) == 0 {
-		ids, err = s.MovePending(ctx, list, max)
-		return ids, nil, err
+		ids, origins, err = s.MovePending(ctx, list, max)
+		return ids, origins, nil, err
 	}
 	pipe := s.rdb.Pipeline()
 	var removal *redis.Cmd
@@ -125,12 +197,15 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 		removal = removeHeadLua.EvalSha(ctx, pipe, []string{list}, idArgs(done)...)
 	}
 	var first *redis.StringCmd
-	rest := max
+	rest, below := max, 0
 	if block {
+		// The script reads the record of what the wait moved too (or,
+		// when it timed out, of an older id at the list's head, which
+		// nobody asks for).
 		first = pipe.BLMove(ctx, PendingList, list, "RIGHT", "LEFT", wait)
-		rest--
+		rest, below = rest-1, 1
 	}
-	more := moveBatchLua.EvalSha(ctx, pipe, []string{PendingList, list}, rest)
+	more := moveBatchLua.EvalSha(ctx, pipe, []string{PendingList, list}, moveArgs(rest, below)...)
 	_, _ = pipe.Exec(ctx)
 	if removal != nil {
 		switch err := removal.Err(); {
@@ -149,37 +224,30 @@ func (s *Store) MoveAfterRemoving(ctx context.Context, list string, done []strin
 		switch id, err := first.Result(); {
 		case errors.Is(err, redis.Nil):
 		case err != nil:
-			return nil, removeErr, err
+			return nil, nil, removeErr, err
 		default:
 			ids = append(ids, id)
 		}
 	}
-	moved, err := more.StringSlice()
-	switch {
-	case err == nil, errors.Is(err, redis.Nil):
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+	moved, origins, err := movedReply(more.Result())
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The script cache was flushed (or never had it): Run loads it.
-		moved, err = s.MovePending(ctx, list, max-len(ids))
-		if err != nil {
-			return ids, removeErr, err
-		}
-	default:
-		return ids, removeErr, err
+		moved, origins, err = s.movePending(ctx, list, max-len(ids), len(ids))
 	}
-	return append(ids, moved...), removeErr, nil
+	return append(ids, moved...), origins, removeErr, err
 }
 
 // awaitThenMove waits and moves in two round trips.
-func (s *Store) awaitThenMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, error) {
+func (s *Store) awaitThenMove(ctx context.Context, list string, max int, timeout time.Duration) ([]string, map[string]TraceOrigin, error) {
 	id, ok, err := s.AwaitPending(ctx, list, timeout)
 	if !ok {
-		return nil, err
+		return nil, nil, err
 	}
 	if max < 2 {
-		return []string{id}, nil
+		return []string{id}, nil, nil
 	}
-	more, err := s.MovePending(ctx, list, max-1)
-	return append([]string{id}, more...), err
+	more, origins, err := s.movePending(ctx, list, max-1, 1)
+	return append([]string{id}, more...), origins, err
 }
 
 // pipelinesBlock reports whether a pipeline may hold a command blocking

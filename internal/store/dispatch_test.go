@@ -20,7 +20,7 @@ func TestDispatch_MovesAdoptsAndForgetsBridgesByTheirKeys(t *testing.T) {
 	st, c, _ := newStore(t)
 	ctx := context.Background()
 	c.LPush(ctx, PendingList, "a", "b", "c") // "a" is the oldest
-	ids, err := st.MovePending(ctx, ProcessingList("me"), 2)
+	ids, _, err := st.MovePending(ctx, ProcessingList("me"), 2)
 	if err != nil || !slices.Equal(ids, []string{"a", "b"}) {
 		t.Fatalf("MovePending = %q, %v; want the two oldest, a and b", ids, err)
 	}
@@ -71,7 +71,7 @@ func TestMovePending_MovesABatchInOrderWithoutLosingIds(t *testing.T) {
 	ctx := context.Background()
 	c.LPush(ctx, PendingList, "a", "b", "c", "d") // "a" is the oldest
 	c.LPush(ctx, ProcessingList("me"), "old")
-	ids, err := st.MovePending(ctx, ProcessingList("me"), 3)
+	ids, _, err := st.MovePending(ctx, ProcessingList("me"), 3)
 	if err != nil || !slices.Equal(ids, []string{"a", "b", "c"}) {
 		t.Fatalf("MovePending = %q, %v; want a, b, c", ids, err)
 	}
@@ -83,7 +83,7 @@ func TestMovePending_MovesABatchInOrderWithoutLosingIds(t *testing.T) {
 	}
 
 	c.Set(ctx, ProcessingList("broken"), "x", 0)
-	if _, err := st.MovePending(ctx, ProcessingList("broken"), 3); err == nil {
+	if _, _, err := st.MovePending(ctx, ProcessingList("broken"), 3); err == nil {
 		t.Error("MovePending into a key that is not a list succeeded")
 	}
 	if got := c.LRange(ctx, PendingList, 0, -1).Val(); !slices.Equal(got, []string{"d"}) {
@@ -140,7 +140,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 
 // awaitAndMove is a waiting move with nothing to remove.
 func awaitAndMove(ctx context.Context, st *Store, list string, max int, wait time.Duration) ([]string, error) {
-	ids, _, err := st.MoveAfterRemoving(ctx, list, nil, max, wait)
+	ids, _, _, err := st.MoveAfterRemoving(ctx, list, nil, max, wait)
 	return ids, err
 }
 
@@ -258,7 +258,7 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p0"}, 3, 0); err != nil || removeErr != nil || !slices.Equal(ids, []string{"p1", "p2"}) {
+	if ids, _, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p0"}, 3, 0); err != nil || removeErr != nil || !slices.Equal(ids, []string{"p1", "p2"}) {
 		t.Fatalf("first MoveAfterRemoving = %q, %v, %v; want p1, p2", ids, removeErr, err)
 	}
 	if got := lrange(); !slices.Equal(got, []string{"p2", "p1", "left"}) {
@@ -274,7 +274,7 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	}
 	hook.commands.Store(0)
 	hook.pipelines.Store(0)
-	ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1", "p2"}, 3, 0)
+	ids, _, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1", "p2"}, 3, 0)
 	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"a", "b"}) {
 		t.Fatalf("MoveAfterRemoving = %q, %v, %v; want a, b", ids, removeErr, err)
 	}
@@ -288,7 +288,7 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	// Waiting: the removal runs at once, ahead of the blocked BLMOVE.
 	got := make(chan []string, 1)
 	go func() {
-		ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"a", "b"}, 3, 3*time.Second)
+		ids, _, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"a", "b"}, 3, 3*time.Second)
 		if err != nil || removeErr != nil {
 			t.Error(removeErr, err)
 		}
@@ -307,7 +307,7 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 		t.Fatal(err)
 	}
 	c.LPush(ctx, PendingList, "e")
-	ids, removeErr, err = st.MoveAfterRemoving(ctx, list, []string{"d"}, 3, 0)
+	ids, _, removeErr, err = st.MoveAfterRemoving(ctx, list, []string{"d"}, 3, 0)
 	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"e"}) {
 		t.Errorf("after SCRIPT FLUSH = %q, %v, %v; want e", ids, removeErr, err)
 	}
@@ -318,11 +318,11 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	// A removal that fails is reported and the move is still made: the
 	// caller removes the ids later.
 	c.Set(ctx, "not-a-list", "x", 0)
-	if _, removeErr, err := st.MoveAfterRemoving(ctx, "not-a-list", []string{"e"}, 3, 0); removeErr == nil || err == nil {
+	if _, _, removeErr, err := st.MoveAfterRemoving(ctx, "not-a-list", []string{"e"}, 3, 0); removeErr == nil || err == nil {
 		t.Errorf("removal from and move into a string key = %v, %v; want both to fail", removeErr, err)
 	}
 	c.LPush(ctx, PendingList, "f")
-	ids, _, err = st.MoveAfterRemoving(ctx, list, nil, 3, 0)
+	ids, _, _, err = st.MoveAfterRemoving(ctx, list, nil, 3, 0)
 	if err != nil || !slices.Equal(ids, []string{"f"}) {
 		t.Errorf("move with nothing to remove = %q, %v; want f", ids, err)
 	}
@@ -331,7 +331,7 @@ func TestMoveAfterRemoving_RemovesThePublishedBatchAndMovesTheNextInOneRoundTrip
 	// same lists.
 	short := New(redis.NewClient(&redis.Options{Addr: c.Options().Addr, ReadTimeout: 500 * time.Millisecond}))
 	go func() {
-		ids, removeErr, err := short.MoveAfterRemoving(ctx, list, []string{"e", "f"}, 3, time.Second)
+		ids, _, removeErr, err := short.MoveAfterRemoving(ctx, list, []string{"e", "f"}, 3, time.Second)
 		if err != nil || removeErr != nil {
 			t.Error(removeErr, err)
 		}
@@ -360,7 +360,7 @@ func TestMoveAfterRemoving_PipelinesItsRemovalAfterARemovalOutsideAMove(t *testi
 		t.Fatal(err)
 	}
 	// A move with nothing to move or remove loads the move's script only.
-	if ids, err := st.MovePending(ctx, list, 3); err != nil || len(ids) != 0 {
+	if ids, _, err := st.MovePending(ctx, list, 3); err != nil || len(ids) != 0 {
 		t.Fatalf("MovePending = %q, %v", ids, err)
 	}
 	if failed, err := st.RemoveFromList(ctx, list, []string{"p0"}); err != nil || failed != nil {
@@ -373,7 +373,7 @@ func TestMoveAfterRemoving_PipelinesItsRemovalAfterARemovalOutsideAMove(t *testi
 	}
 	hook.commands.Store(0)
 	hook.pipelines.Store(0)
-	ids, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1"}, 3, 0)
+	ids, _, removeErr, err := st.MoveAfterRemoving(ctx, list, []string{"p1"}, 3, 0)
 	if err != nil || removeErr != nil || !slices.Equal(ids, []string{"a"}) {
 		t.Fatalf("MoveAfterRemoving = %q, %v, %v; want a", ids, removeErr, err)
 	}
@@ -383,4 +383,101 @@ func TestMoveAfterRemoving_PipelinesItsRemovalAfterARemovalOutsideAMove(t *testi
 	if got := c.LRange(ctx, list, 0, -1).Val(); !slices.Equal(got, []string{"a", "left"}) {
 		t.Errorf("processing list = %q, want a left", got)
 	}
+}
+
+// A move brings back the routing fields of every id it moved, read in the
+// same round trip (the bridge then makes no MGET of its own): moving a
+// batch, waiting for the first id (pipelined, and on a client that cannot
+// pipeline a wait), and after the script cache was flushed. A missing
+// record is a zero origin, as TraceOrigins reads it.
+func TestMoveAfterRemoving_ReadsTheMovedIdsRecordsInTheSameRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c, plain, hook := countedRedis(t)
+	st := New(plain)
+	list := ProcessingList("me")
+	record := func(id string) string {
+		return `{"delivery_id":"` + id + `","subscription_id":"sub-` + id + `","event_id":"evt-` + id + `","trace_id":"0af7651916cd43dd8448eb211c80319c","trace_flags":"01","traceparent_inbound_valid":true}`
+	}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "old"} {
+		mustSet(t, c, DeliveryKey(id), record(id))
+	}
+	want := func(ids ...string) map[string]TraceOrigin {
+		m := map[string]TraceOrigin{}
+		for _, id := range ids {
+			m[id] = TraceOrigin{TraceID: "0af7651916cd43dd8448eb211c80319c", Flags: "01", SubscriptionID: "sub-" + id, EventID: "evt-" + id}
+		}
+		return m
+	}
+	check := func(what string, origins map[string]TraceOrigin, ids ...string) {
+		t.Helper()
+		for id, o := range want(ids...) {
+			if got, ok := origins[id]; !ok || got != o {
+				t.Errorf("%s: origin of %s = %+v (read: %v), want %+v", what, id, got, ok, o)
+			}
+		}
+	}
+
+	c.LPush(ctx, list, "old") // moved earlier, not published
+	c.LPush(ctx, PendingList, "a", "b", "missing")
+	if _, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	ids, origins, _, err := st.MoveAfterRemoving(ctx, list, nil, 3, 0)
+	if err != nil || !slices.Equal(ids, []string{"a", "b", "missing"}) {
+		t.Fatalf("MoveAfterRemoving = %q, %v; want a, b, missing", ids, err)
+	}
+	check("a batch", origins, "a", "b")
+	if o, ok := origins["missing"]; !ok || o != (TraceOrigin{}) {
+		t.Errorf("origin of an id without a record = %+v (read: %v), want the zero origin", o, ok)
+	}
+
+	// Waiting: the id the wait took has its record read by the batch move
+	// behind it. The first removal goes on its own round trip (loading its
+	// script), so the wait and the move take two more; from then on the
+	// removal, the wait and the move are one pipeline.
+	got := make(chan map[string]TraceOrigin, 1)
+	wait := func(done []string, push, wantID string) map[string]TraceOrigin {
+		t.Helper()
+		go func() {
+			ids, origins, removeErr, err := st.MoveAfterRemoving(ctx, list, done, 3, 3*time.Second)
+			if err != nil || removeErr != nil || !slices.Equal(ids, []string{wantID}) {
+				t.Errorf("waiting MoveAfterRemoving = %q, %v, %v; want %s", ids, removeErr, err, wantID)
+			}
+			got <- origins
+		}()
+		awaitBlocked(t, c)
+		c.LPush(ctx, PendingList, push)
+		return <-got
+	}
+	check("a wait, its removal on its own", wait([]string{"a", "b", "missing"}, "c", "c"), "c")
+	hook.commands.Store(0)
+	hook.pipelines.Store(0)
+	check("a wait", wait([]string{"c"}, "g", "g"), "g")
+	if n, p := hook.commands.Load(), hook.pipelines.Load(); n != 0 || p != 1 {
+		t.Errorf("waiting move took %d commands and %d pipelines, want one pipeline", n, p)
+	}
+
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.LPush(ctx, PendingList, "d", "e")
+	ids, origins, _, err = st.MoveAfterRemoving(ctx, list, []string{"g"}, 3, 0)
+	if err != nil || !slices.Equal(ids, []string{"d", "e"}) {
+		t.Fatalf("MoveAfterRemoving after SCRIPT FLUSH = %q, %v; want d, e", ids, err)
+	}
+	check("after SCRIPT FLUSH", origins, "d", "e")
+
+	// A client that cannot pipeline the wait waits, then moves the rest
+	// with the waited-for id's record.
+	short := New(redis.NewClient(&redis.Options{Addr: c.Options().Addr, ReadTimeout: 500 * time.Millisecond}))
+	go func() {
+		ids, origins, _, err := short.MoveAfterRemoving(ctx, list, nil, 3, time.Second)
+		if err != nil || !slices.Equal(ids, []string{"f"}) {
+			t.Errorf("waiting MoveAfterRemoving with a short ReadTimeout = %q, %v; want f", ids, err)
+		}
+		got <- origins
+	}()
+	awaitBlocked(t, c)
+	c.LPush(ctx, PendingList, "f")
+	check("a wait on a short ReadTimeout", <-got, "f")
 }

@@ -14,7 +14,7 @@ type TraceOrigin struct {
 	TraceID string // the event's trace id as admin stored it, "" if none
 	Flags   string // proto.InboundTraceFlags of the record
 	// SubscriptionID routes the delivery of an ordered subscription
-	// (bridge/route.go); it and EventID, read in the same MGET, go in the
+	// (bridge/route.go); it and EventID, read in the same call, go in the
 	// work item's headers (queue.SetRoute).
 	SubscriptionID string
 	EventID        string
@@ -34,17 +34,20 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 	}
 	out := make([]TraceOrigin, len(ids))
 	for i := range min(len(vals), len(ids)) {
-		raw, ok := vals[i].(string)
-		if !ok {
-			continue
+		if raw, ok := vals[i].(string); ok {
+			out[i] = traceOriginOf(raw)
 		}
-		// Only these fields are read, leniently: a record the engine will
-		// quarantine still has its publish traced (and the engine checks
-		// the ids against the record it reads).
-		r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id")
-		inbound := r[2].Type == gjson.True
-		d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
-		out[i] = TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String()}
 	}
 	return out, nil
+}
+
+// traceOriginOf reads a delivery record's trace origin. Only these fields
+// are read, leniently: a record the engine will quarantine still has its
+// publish traced (and the engine checks the ids against the record it
+// reads).
+func traceOriginOf(raw string) TraceOrigin {
+	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id")
+	inbound := r[2].Type == gjson.True
+	d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
+	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String()}
 }
