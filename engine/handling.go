@@ -28,6 +28,7 @@ type handling struct {
 	// one), so report must not add it a second time.
 	logTraced bool
 	now       time.Time // when the decisions of this handling were taken
+	started   time.Time // when the handling began
 
 	rec *store.DeliveryRecord
 	b   *store.Bundle // nil until the event and subscription are loaded
@@ -42,6 +43,16 @@ type handling struct {
 // handlings is how often the work item has been handled, this handling
 // included, across the wake-ups an outage scheduled for it (settle).
 func (h *handling) handlings() uint64 { return queue.Waits(h.msg) + h.md.NumDelivered }
+
+// waits is how long the work item waited before this handling began (0
+// when not known: Send.Queued) and how long the handling has taken until
+// now.
+func (h *handling) waits(now time.Time) (queued, prepared time.Duration) {
+	if h.md.NumDelivered == 1 {
+		queued = max(h.started.Sub(h.md.Timestamp), 0)
+	}
+	return queued, now.Sub(h.started)
+}
 
 // delivery is the delivery as read at the start of the handling.
 func (h *handling) delivery() *proto.Delivery { return h.rec.Delivery }

@@ -34,6 +34,16 @@ type Send struct {
 	StatusCode int
 	// Latency is how long the send took.
 	Latency time.Duration
+	// Queued is how long the work item waited before the handling that
+	// sent it began: from its storage in the stream (by the NATS server's
+	// clock) through the fetch, the lanes and any wait in its
+	// subscription's wait line. It is 0 when not known: for an item
+	// delivered before (its time in the stream includes a nak's delay),
+	// and when the server's clock is ahead of this one.
+	Queued time.Duration
+	// Prepared is how long the handling took from its start to the send:
+	// the Redis reads, their decoding and the decisions.
+	Prepared time.Duration
 }
 
 // Observer is told about every send and every decision the engine records,

@@ -51,7 +51,7 @@ func (e *Engine) handle(ctx context.Context, q queued) {
 		e.quarantineItem(ctx, m, err)
 		return
 	}
-	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: newHandlingLog(e.log, id), line: q.line, item: q}
+	h := &handling{msg: m, md: md, id: id, ctx: extractTrace(ctx, m), log: newHandlingLog(e.log, id), line: q.line, item: q, started: time.Now()}
 	s := settleInLine(h, e.safeProcess(h))
 	e.busy.done(q.parked)
 	if s.kind == settleParked {
@@ -278,6 +278,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	h.logTraced = true
 
 	var res transport.Result
+	queued, prepared := h.waits(time.Now())
 	e.obs.Sending(lab)
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
@@ -290,7 +291,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	}
 	o := outcome{attempt: attempt, res: res, err: err, traceID: ev.TraceID, lastChance: adm.lastChance}
 	endSend(send, o)
-	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency})
+	e.obs.Sent(lab, Send{Transport: scheme, Outcome: o.sendOutcome(), StatusCode: res.StatusCode, Latency: res.Latency, Queued: queued, Prepared: prepared})
 	if ctx.Err() != nil && err != nil {
 		// Shutdown cut the send short: this was not a real attempt.
 		return nakAfter(0)

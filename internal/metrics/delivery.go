@@ -62,6 +62,10 @@ func (m *Metrics) Sent(_ engine.Labels, s engine.Send) {
 	if s.Transport != "" {
 		m.sendTimesBy.get(childKey{tr}).Observe(s.Latency.Seconds())
 	}
+	if s.Queued > 0 {
+		m.queueWait.Observe(s.Queued.Seconds())
+	}
+	m.prepareWait.Observe(s.Prepared.Seconds())
 }
 
 // Decided counts a recorded decision in the reference's series

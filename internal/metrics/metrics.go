@@ -80,9 +80,14 @@ type Metrics struct {
 
 	sends        *prometheus.CounterVec
 	sendDuration *prometheus.HistogramVec
-	inFlight     prometheus.Gauge
-	age          prometheus.Histogram
-	postponed    *prometheus.CounterVec
+	// sendWait is the time before a send, by stage: the work item's wait
+	// (queue) and its handling's reads and decisions (prepare).
+	sendWait    *prometheus.HistogramVec
+	queueWait   prometheus.Observer
+	prepareWait prometheus.Observer
+	inFlight    prometheus.Gauge
+	age         prometheus.Histogram
+	postponed   *prometheus.CounterVec
 }
 
 // New returns a Metrics with the delivery series and the Go runtime and
@@ -136,13 +141,20 @@ func New(opts Options) *Metrics {
 		Help:    "Duration of sends by transport (URL scheme).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"transport"})
+	m.sendWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "jetrelay_send_wait_seconds",
+		Help: "Time before a send, by stage: queue, from the work item's storage in the stream to the start of its handling (first deliveries of an item only); " +
+			"prepare, from there to the send (the Redis reads and the decisions).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"stage"})
+	m.queueWait, m.prepareWait = m.sendWait.WithLabelValues("queue"), m.sendWait.WithLabelValues("prepare")
 	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetrelay_sends_in_flight", Help: "Sends running now in this replica."})
 	m.age = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "jetrelay_delivery_age_seconds",
 		Help:    "Age of a delivery when it succeeded: completed_at minus attempted_at (its creation by admin).",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400},
 	})
-	m.reg.MustRegister(m.sendDuration, m.inFlight, m.age)
+	m.reg.MustRegister(m.sendDuration, m.sendWait, m.inFlight, m.age)
 	perDelivery := 1 // event_type, led by the tenant with the tag
 	if opts.TenantTag {
 		perDelivery++
