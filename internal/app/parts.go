@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/metrics"
 	"github.com/jetrelay/jetrelay/internal/queue"
 	"github.com/jetrelay/jetrelay/transport"
 )
@@ -51,3 +52,6 @@ func (s *Stack) Queue() queue.Config { return s.queue }
 // TracerProvider makes the stack's spans (a no-op provider when tracing is
 // off), so a demo receiver's spans join the same traces.
 func (s *Stack) TracerProvider() trace.TracerProvider { return s.tracing.Provider() }
+
+// Metrics is the stack's metrics, served on /metrics.
+func (s *Stack) Metrics() *metrics.Metrics { return s.metrics }

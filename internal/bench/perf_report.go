@@ -259,8 +259,8 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 				bound: fmt.Sprintf("latency, not throughput: at 1,000/s the machine is %.0f %% busy (%.2f + %.2f cores); the tail is the time a delivery waits between the hops "+
 					"(admin's LPUSH → the bridge's move → JetStream → the engine's pull → Redis reads → POST) while the CPUs are shared by everything. "+
 					"At this rate each delivery costs %.0f µs of CPU (process + redis-server), against %s when draining a backlog: most of it is fixed per-wake-up work "+
-					"(the bridge's and the engine's loops waking for one or two ids at a time); see the profile (the bridge's share).%s",
-					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued")), loadGeneratorShare(r)),
+					"(the bridge's and the engine's loops waking for one or two ids at a time); see the profile (the bridge's share).%s%s",
+					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued")), loadGeneratorShare(r), hopWaits(r)),
 			})
 		} else {
 			out = append(out, perfTarget{what: fmt.Sprintf("p99 enqueue → receipt at %.0f/s (reported, no target)", rate),
@@ -433,6 +433,9 @@ func caseNotes(results []*perfResult) string {
 			fmt.Fprintf(&b, "; redis-server processed %.2f reads per delivery (INFO stats total_reads_processed: one per round trip of any client, %s)",
 				float64(r.redisReads)/float64(r.succeeded), readsWhose(r))
 		}
+		if r.sendWaits != nil && r.sendWaits.queue.n() > 0 {
+			fmt.Fprintf(&b, "; the time before each send, as jetrelay measures it (%s, quantiles estimated from its buckets as histogram_quantile does): %s", sendWaitSeries, r.sendWaits.line())
+		}
 		if r.note != "" {
 			b.WriteString("; " + r.note)
 		}
@@ -521,4 +524,14 @@ func loadGeneratorShare(r *perfResult) string {
 	share := float64(n) / float64(r.profile.samples)
 	return fmt.Sprintf(" Admin's simulated writes, which run elsewhere in production, took %.0f %% of this process's samples (about %.2f cores) and their scripts a share of redis-server's.",
 		100*share, share*r.cores())
+}
+
+// hopWaits names, for the latency target, the two hops jetrelay times
+// itself (jetrelay_send_wait_seconds), "" when it was not read.
+func hopWaits(r *perfResult) string {
+	if r.sendWaits == nil || r.sendWaits.queue.n() == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Of the hops, as the engine times them (%s): %s; the rest of each delivery's latency is admin's enqueue, the bridge's move and publish, and the POST.",
+		sendWaitSeries, r.sendWaits.line())
 }

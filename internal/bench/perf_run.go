@@ -66,6 +66,9 @@ type perfResult struct {
 	// does not read.
 	putOffs map[string]int
 	parks   *engine.ParkStats
+	// sendWaits is the time before each send by stage, from the engines'
+	// histograms; nil for a jetrelay in its own process.
+	sendWaits *sendWaits
 }
 
 func (r *perfResult) line() string {
@@ -75,6 +78,9 @@ func (r *perfResult) line() string {
 		if r.emitP99 > 0 {
 			s += fmt.Sprintf(" (from Emit's start: p50 %s p99 %s)", ms(r.emitP50), ms(r.emitP99))
 		}
+	}
+	if r.latency && r.sendWaits != nil && r.sendWaits.queue.n() > 0 {
+		s += "; before each send: " + r.sendWaits.line()
 	}
 	s += fmt.Sprintf(", CPU %.2f cores (+ redis %.2f), peak RSS %.0f MiB", r.cores(), r.redisCores(), float64(r.peakRSS)/(1<<20))
 	if r.child {
@@ -324,6 +330,9 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			}
 		}
 		res.parks = &engine.ParkStats{}
+		if res.sendWaits, err = readSendWaits(append([]*app.Stack{env.stack}, env.replica...)); err != nil {
+			return nil, err
+		}
 		for _, st := range append([]*app.Stack{env.stack}, env.replica...) {
 			ps := st.Engine().ParkStats()
 			res.parks.Parked += ps.Parked
