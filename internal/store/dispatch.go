@@ -158,10 +158,10 @@ func (s *Store) AwaitPending(ctx context.Context, list string, timeout time.Dura
 // pipeline's replies are read under the client's ReadTimeout, not the
 // blocking command's own, so on a client whose ReadTimeout does not cover
 // wait (or whose options are not known) it takes two round trips. The
-// removal goes in the same round trip, ahead of the move, so the published batch leaves list exactly when it would have in a
-// round trip of its own, before anything new is pushed onto it, and a
-// bridge at a low rate makes one round trip per batch for both instead of
-// two. removeErr is the removal's error: done stays in list, and the
+// removal goes in the same round trip, ahead of the move, so the published
+// batch leaves list exactly when it would have in a round trip of its own,
+// before anything new is pushed onto it, and a bridge at a low rate makes
+// one round trip per batch for both instead of two. removeErr is the removal's error: done stays in list, and the
 // caller removes it later (a crash in between republishes it, which the
 // stream's duplicate window absorbs, as after a crash before any removal).
 // err is the move's: on an error some ids may have moved unreported, as
