@@ -45,9 +45,9 @@ func TestWorkers_ThePoolGrowsOnlyWhileWorkIsHeldBackAndTheCPUIsFree(t *testing.T
 		{"work waiting for a busy pool, CPU free: doubles", pressure{want: 10_000, waiting: 5, busy: 100, cpu: 0.3}, 200},
 		{"doubling stops at what the subscriptions could take", pressure{want: 80, squeezed: 5, busy: 100, cpu: 0.3}, 164},
 		{"CPU saturated: holds", pressure{want: 10_000, squeezed: 5, busy: 100, cpu: 0.95}, 100},
-		{"nothing held back: shrinks by an eighth", pressure{want: 10_000, busy: 10, cpu: 0.3}, 88},
+		{"nothing held back: shrinks by a twentieth", pressure{want: 10_000, busy: 10, cpu: 0.3}, 95},
 		{"nothing held back: not below what is busy", pressure{want: 10_000, busy: 90, cpu: 0.3}, 112},
-		{"work waiting while most workers are free: shrinks", pressure{want: 10_000, waiting: 5, busy: 50, cpu: 0.3}, 88},
+		{"work waiting while most workers are free: shrinks", pressure{want: 10_000, waiting: 5, busy: 50, cpu: 0.3}, 95},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
