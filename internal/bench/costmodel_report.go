@@ -69,9 +69,11 @@ func costReport(o *costOptions, rounds, before outsideRounds, in *profiledDrain)
 		"processing list), sent in the next move's round trip, ahead of it; per delivery, the engine reads the delivery, event, subscription, secret and settings with one MGET (GET delivery first " +
 		"only for a work item without those headers), and the outcome is one compare-and-set (a GET and a SET inside a script), the outcomes of deliveries finishing together sharing one EVALSHA. The commands of concurrent " +
 		"deliveries share round trips (go-redis's autopipeliner, pipelines, scripts), so commands per delivery are not round trips per delivery.\n\n")
-	b.WriteString("This machine is shared (the load average above says how busy it was). These are CPU per delivery, far less sensitive " +
-		"to load than rates, but contention still inflates them (cache misses, more scheduling, more GC while a drain takes longer): " +
-		"read differences under about 15 % between runs as noise.\n\n")
+	b.WriteString("This machine is shared (the sentence above says what else ran on it). These are CPU per delivery, far less sensitive " +
+		"to load than rates, but contention still inflates them (cache misses, more scheduling, more GC while a drain takes longer), " +
+		"and a virtual CPU's speed moves with its host's other guests, which need not show as steal: the same binary's drains " +
+		"differ by up to a fifth within one run, so read differences under about 15 % between runs as noise and compare binaries " +
+		"only in the alternating pairs above.\n\n")
 	fmt.Fprintf(&b, "### Cost per step\n\n")
 	fmt.Fprintf(&b, "The same drain with jetrelay in the bench process under a CPU profile (%d deliveries, %s, %.0f µs of the process's CPU per delivery, "+
 		"receivers included). Each sample is given to the first step below with a function in its stack (so a step owns what it calls: the JSON "+

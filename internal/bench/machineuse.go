@@ -106,7 +106,7 @@ func (u machineUse) quiet() bool {
 
 // sentence says, for a document, what else the machine did during the run.
 func (u machineUse) sentence() string {
-	s := fmt.Sprintf("During the run, processes other than the benchmark's own (this process, its redis-servers and its `jetrelay run` children) used %.2f cores on average, and the hypervisor took %.1f %% of the CPUs' time (steal, /proc/stat)", u.othersCores(), 100*u.stealShare())
+	s := fmt.Sprintf("During the run, processes other than the benchmark's own (this process, its redis-servers and its `jetrelay run` children) used %.2f cores on average, and /proc/stat counted %.1f %% of the CPUs' time as stolen by the hypervisor (where it counts steal at all)", u.othersCores(), 100*u.stealShare())
 	if u.quiet() {
 		return s + ": the machine was quiet."
 	}

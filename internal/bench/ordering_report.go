@@ -11,7 +11,7 @@ import (
 func orderingReport(o *orderingOptions, r *orderingResults) *benchReport {
 	var d strings.Builder
 	d.WriteString("Every figure below comes from one run of the command above; timings on a shared machine are noisy " +
-		"(the load average says how busy it was), Redis command counts are not. \"First enqueue\" is the start of admin's first `Emit`; " +
+		"(the machine's sentence above says what else ran on it), Redis command counts are not. \"First enqueue\" is the start of admin's first `Emit`; " +
 		"latency runs from the moment admin sent the delivery's enqueue script to the receipt (docs/BENCHMARKS.md says how).\n\n")
 	d.WriteString("| case | delivered / expected | deliveries/s, first enqueue → last outcome | steady deliveries/s, first → last receipt | wall per delivery (steady) | CPU per delivery (process) | latency p50 / p99 |\n")
 	d.WriteString("|---|---:|---:|---:|---:|---:|---|\n")
