@@ -47,8 +47,9 @@ const (
 	// sizeTick is how often the pool is resized: doubling, from 64 workers
 	// to 2,048 in about half a second. With receivers taking 200 ms a
 	// quarter-second tick held the pool small for a second and a half, and
-	// deliveries queued behind it: 87-92 % of a fixed pool of 2,048 over a
-	// 10,000-delivery run, p99 1.3-2.2 s; at 100 ms, 97-100 %, p99 0.5 s.
+	// deliveries queued behind it: 88-92 % of a fixed pool of 2,048 over a
+	// 10,000-delivery run, p99 1.3-2.2 s; at 100 ms, 95-101 %, p99
+	// 0.4-0.7 s (docs/deployment.md).
 	sizeTick = 100 * time.Millisecond
 	// shrinkShare is the part of the pool one tick gives up once nothing is
 	// held back: a twentieth per 100 ms, about half in 1.4 s, so a lull of a
