@@ -25,8 +25,9 @@ import (
 // counted busy: more workers would only wait beside it. If work was held back, the CPU
 // is not saturated and memory is below the budget, it doubles (as a new
 // subscription's limit does in slow start),
-// up to the sum of the busy subscriptions' limits (what their endpoints
-// can take) plus a reserve, the cap (Config.Workers) and the memory
+// up to what the busy subscriptions ask for (adaptive.Pool.Demand: the
+// limit of one turned away, the sends it runs at once otherwise) plus a
+// reserve, the cap (Config.Workers) and the memory
 // budget's share (Config.MemoryBudget / perSendBytes). Otherwise it
 // shrinks by a twentieth per tick toward the workers busy now, never below
 // Config.MinWorkers. A saturated CPU holds it where it is: more sends in
@@ -113,7 +114,7 @@ func (w *workers) memoryInUse() int64 {
 
 // pressure is what one tick saw.
 type pressure struct {
-	want     int     // sum of the busy subscriptions' limits
+	want     int     // what the busy subscriptions ask for (adaptive.Pool.Demand)
 	squeezed int     // deliveries held back by the pool's sharing
 	waiting  int     // items waiting in the lanes for a worker
 	busy     int     // workers handling an item, but for those waiting for a subscription's slot

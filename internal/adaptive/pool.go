@@ -124,7 +124,11 @@ type endpoint struct {
 	nextFree  time.Time     // when the last delivery turned away can expect a slot
 	firstSend time.Time     // before the first answer: when the oldest running send started
 	lastUsed  time.Time
-	answered  time.Time // when a send of it last ended with an answer (Release, not Dropped)
+	// demand is the most sends it ran or waited for at once since
+	// demandSince, or more than its limit if it was turned away (Demand).
+	demand      int
+	demandSince time.Time
+	answered    time.Time // when a send of it last ended with an answer (Release, not Dropped)
 	// sendingSince is when its sends last went from none running to one.
 	sendingSince time.Time
 }
@@ -163,12 +167,17 @@ func (p *Pool) company() int {
 	return max(1, p.workers/4)
 }
 
-// Demand is what the endpoints asked of the pool recently: Want, the sum
-// of the limits of every endpoint that asked for a slot within the last
-// `recent` (what they could take at once were the pool large enough), and
-// Squeezed, how many deliveries were turned away since the last call while
-// their endpoint was below its own limit (the pool's sharing, not the
-// endpoint, held them back). It walks every endpoint the pool holds: call
+// Demand is what the endpoints asked of the pool recently: Want, what
+// every endpoint that asked for a slot within the last `recent` could take
+// at once were the pool large enough, and Squeezed, how many deliveries
+// were turned away since the last call while their endpoint was below its
+// own limit (the pool's sharing, not the endpoint, held them back). An
+// endpoint turned away within the window wants its limit; one that never
+// was wants the most sends it ran or waited for at once, not its limit: an
+// ordered subscription's line runs one send at a time whatever its limit,
+// and a hundred of them counted at their limits (1,600 sends) let the
+// worker pool grow to 2,200 beside fast subscriptions that needed a few
+// hundred (docs/ordering.md). It walks every endpoint the pool holds: call
 // it on a timer, not per send.
 func (p *Pool) Demand(recent time.Duration) (want, squeezed int) {
 	p.mu.Lock()
@@ -176,12 +185,20 @@ func (p *Pool) Demand(recent time.Duration) (want, squeezed int) {
 	now := p.cfg.Now()
 	for _, e := range p.keys {
 		if e.busy() || now.Sub(e.lastUsed) <= recent {
-			want += e.limit.Value()
+			want += min(e.limit.Value(), max(e.demand, e.inflight+e.waiting))
+		}
+		if now.Sub(e.demandSince) >= recent {
+			// A new window: what it asks for from now on.
+			e.demand, e.demandSince = e.inflight+e.waiting, now
 		}
 	}
 	squeezed, p.squeezed = p.squeezed, 0
 	return want, squeezed
 }
+
+// asked notes, p.mu held, that e ran or waited for n sends at once, or
+// (n above its limit) was turned away: what Demand reports for it.
+func (e *endpoint) asked(n int) { e.demand = max(e.demand, n) }
 
 // Acquire takes a send slot for endpoint id. If none is free and the
 // endpoint answers fast, or has not answered yet but may still prove fast,
@@ -221,6 +238,7 @@ func (p *Pool) Acquire(ctx context.Context, id string) (bool, time.Time) {
 	if e.inflight < e.limit.Value() {
 		p.squeezed++
 	}
+	e.asked(e.limit.Value() + 1)
 	return false, p.comeBack(e, now)
 }
 
@@ -245,6 +263,7 @@ func (p *Pool) TurnAway(id string) time.Time {
 		return now.Add(p.cfg.FastAnswer)
 	}
 	e.lastUsed = now
+	e.asked(e.limit.Value() + 1)
 	return p.comeBack(e, now)
 }
 
@@ -293,6 +312,7 @@ func (p *Pool) wait(ctx context.Context, e *endpoint) bool {
 	}
 	e.waiting++
 	p.waiters++
+	e.asked(e.inflight + e.waiting)
 	defer func() {
 		p.waiters--
 		if e.waiting--; !e.busy() {
@@ -336,6 +356,7 @@ func (p *Pool) take(e *endpoint, now time.Time) bool {
 	}
 	e.inflight++
 	p.inflight++
+	e.asked(e.inflight + e.waiting)
 	return true
 }
 

@@ -300,3 +300,49 @@ func TestPool_FreeingNeedsAFastAnswerWithinFastAnswer(t *testing.T) {
 		t.Error("an overloaded answer counted as a slot freeing")
 	}
 }
+
+func TestPool_DemandIsWhatEndpointsRunOrWereRefusedNotTheirLimits(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := NewPool(PoolConfig{Workers: 512, Initial: 16, Max: 16, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	// A hundred ordered lines: one send each at a time, limit 16.
+	for i := range 100 {
+		if ok, _ := p.Acquire(ctx, fmt.Sprintf("line_%03d", i)); !ok {
+			t.Fatalf("line %d got no slot", i)
+		}
+	}
+	if want, _ := p.Demand(time.Second); want != 100 {
+		t.Fatalf("100 lines running one send each at limit 16 want %d sends, want 100 (one each, not 1,600)", want)
+	}
+	// A fast subscription takes its whole limit and is turned away once
+	// more (a cancelled context: no wait for a slot).
+	for range 16 {
+		if ok, _ := p.Acquire(ctx, "fast"); !ok {
+			t.Fatal("fast got no slot within its limit of 16")
+		}
+	}
+	refused, cancel := context.WithCancel(ctx)
+	cancel()
+	if ok, _ := p.Acquire(refused, "fast"); ok {
+		t.Fatal("fast got a 17th slot above its limit of 16")
+	}
+	if want, _ := p.Demand(time.Second); want != 116 {
+		t.Fatalf("beside the lines, an endpoint turned away at its limit of 16: want %d, want 116", want)
+	}
+	for range 16 {
+		p.Release("fast", time.Millisecond, Healthy)
+	}
+	// A window later, turned away no more and running two sends, it
+	// wants two: the first call of the new window still reports the old
+	// one's 16, the next one two.
+	now = now.Add(1100 * time.Millisecond)
+	p.Acquire(ctx, "fast")
+	p.Acquire(ctx, "fast")
+	if want, _ := p.Demand(time.Second); want != 116 {
+		t.Fatalf("at the old window's end: want %d, want 116 (its 16 of that window)", want)
+	}
+	now = now.Add(100 * time.Millisecond)
+	if want, _ := p.Demand(time.Second); want != 102 {
+		t.Fatalf("in a new window with two sends running and none refused: want %d, want 102", want)
+	}
+}
