@@ -196,7 +196,7 @@ func TestRun_KeepsIDsWhileTheStreamIsFullAndDeliversThemOnceThereIsRoom(t *testi
 		err := b.Ready(ctx)
 		return err != nil && strings.Contains(err.Error(), "maximum messages")
 	})
-	if kept := e.llen(t, processing) + e.llen(t, pending); kept != 15 {
+	if kept := e.llens(t, processing, pending); kept != 15 {
 		t.Fatalf("Redis keeps %d ids while the stream is full, want 15", kept)
 	}
 
@@ -465,7 +465,7 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 		return err != nil && strings.Contains(err.Error(), "jetstream")
 	})
 
-	if kept := e.llen(t, processing) + e.llen(t, pending); kept != 50 {
+	if kept := e.llens(t, processing, pending); kept != 50 {
 		t.Fatalf("Redis keeps %d ids while NATS is down, want all 50", kept)
 	}
 
@@ -474,7 +474,7 @@ func TestRun_KeepsIDsWhileNATSIsDownAndPublishesThemWhenItReturns(t *testing.T) 
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "ids published after NATS returned", func() bool {
-		return e.llen(t, processing)+e.llen(t, pending) == 0
+		return e.llens(t, processing, pending) == 0
 	})
 	// The test's own connection reconnects on its own schedule: read the
 	// stream once it answers again.

@@ -132,6 +132,27 @@ func (e *env) llen(t *testing.T, key string) int64 {
 	return n
 }
 
+// llens is the total length of keys read in one MULTI: a bridge moving ids
+// from one list to the other between two separate LLENs (its move is one
+// script) would make them look lost (seen once under load: 1 + 0 of 50).
+func (e *env) llens(t *testing.T, keys ...string) int64 {
+	t.Helper()
+	cmds := make([]*redis.IntCmd, len(keys))
+	if _, err := e.rdb.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.LLen(context.Background(), k)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("LLEN %v: %v", keys, err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n
+}
+
 func (e *env) lrange(t *testing.T, key string) []string {
 	t.Helper()
 	v, err := e.rdb.LRange(context.Background(), key, 0, -1).Result()
