@@ -356,7 +356,9 @@ func (p *Pool) take(e *endpoint, now time.Time) bool {
 	}
 	e.inflight++
 	p.inflight++
-	e.asked(e.inflight + e.waiting)
+	// Workers waiting for a slot were counted when they began to wait
+	// (wait); one of them may be taking this slot, so count the sends alone.
+	e.asked(e.inflight)
 	return true
 }
 
