@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/freeport"
 	"github.com/jetrelay/jetrelay/internal/natsserver"
 	"github.com/jetrelay/jetrelay/internal/receiver"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -237,15 +238,15 @@ func (r *relay) awaitHTTP(t *testing.T, path string, want int, within time.Durat
 	return ""
 }
 
-// freePort returns a loopback port nothing listens on right now.
+// freePort returns a loopback port nothing listens on right now and that
+// no earlier call in this test binary returned (freeport.One).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // bed is what `jetrelay run` runs against in a test: a real redis-server, a

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/freeport"
 )
 
 // ErrNotInstalled means the PostgreSQL server binaries could not be found.
@@ -114,7 +116,7 @@ func (s *Server) initdb(ctx context.Context) error {
 func (s *Server) start(ctx context.Context) error {
 	var last error
 	for range 5 {
-		port, err := freePort()
+		port, err := freeport.One()
 		if err != nil {
 			return err
 		}
@@ -236,13 +238,4 @@ func tail(b []byte) string {
 		b = b[len(b)-keep:]
 	}
 	return strings.TrimSpace(string(b))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgproc: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetrelay/jetrelay/internal/freeport"
 	"github.com/jetrelay/jetrelay/internal/logtail"
 )
 
@@ -113,7 +114,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for range attempts {
 		port := opts.Port
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = freeport.One(); err != nil {
 				break
 			}
 		}
@@ -145,17 +146,6 @@ func lookBinary(bin string) (string, error) {
 		return "", fmt.Errorf("redisproc: cannot run redis-server binary: %w", err)
 	}
 	return path, nil
-}
-
-// freePort asks the kernel for a free loopback port. Another process may take
-// it before redis-server binds it; Start retries when that happens.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *Server) args(port int) []string {

@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetrelay/jetrelay/internal/freeport"
 	"github.com/jetrelay/jetrelay/internal/testenv"
 )
 
@@ -32,7 +32,7 @@ type natsNode struct {
 }
 
 func startNATSCluster(ctx context.Context, bin, dir string, n int) (*natsCluster, error) {
-	ports, err := freePorts(2 * n)
+	ports, err := freeport.Take(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -143,60 +143,6 @@ func streamLeader(ctx context.Context, urls, stream string) (string, error) {
 		return "", errors.New("stream has no leader")
 	}
 	return info.Cluster.Leader, nil
-}
-
-// freePorts returns n distinct loopback ports nothing listens on now and
-// that no earlier call in this process returned. The kernel may hand a
-// port out again once its probe listener is closed: without the second
-// rule, the embedded replica's NATS port and its management port (picked
-// by separate calls) once came out the same, and the replica could not
-// start.
-func freePorts(n int) ([]int, error) {
-	return handedOut.pick(n, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
-}
-
-// handedOut are the ports freePorts returned in this process.
-var handedOut = &portBook{used: map[int]bool{}}
-
-// portBook remembers the ports it handed out.
-type portBook struct {
-	mu   sync.Mutex
-	used map[int]bool
-}
-
-// pick is freePorts over listen, which opens a probe listener on a port of
-// the kernel's choosing. Every probe stays open until the call returns, so
-// one call never sees a port twice; a port handed out before is skipped,
-// its probe kept open so that the next one gets another.
-func (b *portBook) pick(n int, listen func() (net.Listener, error)) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		if tries == 100*n {
-			return nil, fmt.Errorf("soak: no free port in %d tries", tries)
-		}
-		l, err := listen()
-		if err != nil {
-			return nil, fmt.Errorf("soak: free port: %w", err)
-		}
-		lns = append(lns, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if b.used[port] {
-			continue
-		}
-		ports = append(ports, port)
-	}
-	for _, p := range ports {
-		b.used[p] = true
-	}
-	return ports, nil
 }
 
 // awaitPort waits until something accepts connections on the loopback port.

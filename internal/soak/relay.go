@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/freeport"
 )
 
 // relay is one jetrelay process of the soak.
@@ -44,7 +46,7 @@ func relayEnv(keyB64 string) map[string]string {
 }
 
 func newRelay(bin, name, role string, space *keyspace, env map[string]string) (*relay, error) {
-	ports, err := freePorts(1)
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/freeport"
 	"github.com/jetrelay/jetrelay/internal/redisproc"
 	"github.com/jetrelay/jetrelay/proto"
 )
@@ -163,7 +164,7 @@ func (s *soak) setup(ctx context.Context) error {
 	if s.recv, err = startReceivers(); err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := freeport.Take(1)
 	if err != nil {
 		return err
 	}

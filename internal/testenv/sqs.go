@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jetrelay/jetrelay/internal/freeport"
 )
 
 // FauxqsVersion is the SQS-compatible server the tests run (npm package).
@@ -47,7 +48,7 @@ func SQS(t testing.TB) *SQSEnv {
 		t.Fatalf("testenv: these tests need the SQS-compatible server fauxqs %s: %v\n"+
 			"install it with: go tool task deps:fauxqs (npm install --prefix .cache/fauxqs fauxqs@%s; needs Node 20+)", FauxqsVersion, err, FauxqsVersion)
 	}
-	port, err := freePort()
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatalf("testenv: free port for fauxqs: %v", err)
 	}
@@ -117,15 +118,6 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tailBuffer keeps the last 8 KiB a child process wrote, for failures.

@@ -1,4 +1,4 @@
-package soak
+package freeport
 
 import (
 	"net"
@@ -23,8 +23,8 @@ func (p probe) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127
 // port, must still get different ports, or the replica cannot start. The
 // kernel's choices are forced here: the second call is offered the first
 // call's port before another.
-func TestFreePorts_ALaterCallNeverGetsAPortAnEarlierOneReturned(t *testing.T) {
-	book := &portBook{used: map[int]bool{}}
+func TestTake_ALaterCallNeverGetsAPortAnEarlierOneReturned(t *testing.T) {
+	b := &book{used: map[int]bool{}}
 	offered := []int{61001, 61001, 61002}
 	closed := 0
 	listen := func() (net.Listener, error) {
@@ -32,11 +32,11 @@ func TestFreePorts_ALaterCallNeverGetsAPortAnEarlierOneReturned(t *testing.T) {
 		offered = offered[1:]
 		return probe{port: p, closed: &closed}, nil
 	}
-	first, err := book.pick(1, listen)
+	first, err := b.pick(1, listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := book.pick(1, listen)
+	second, err := b.pick(1, listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestFreePorts_ALaterCallNeverGetsAPortAnEarlierOneReturned(t *testing.T) {
 		t.Errorf("%d probes closed, want all 3 (the skipped one too)", closed)
 	}
 	// The real thing: many ports at once are distinct and free.
-	ports, err := freePorts(20)
+	ports, err := Take(20)
 	if err != nil {
 		t.Fatal(err)
 	}
