@@ -386,7 +386,18 @@ func (env *benchEnv) redisReads(ctx context.Context) int64 {
 // redisStat is the counter name of INFO stats, -1 when Redis does not
 // give it.
 func (env *benchEnv) redisStat(ctx context.Context, name string) int64 {
-	info, err := env.adminDB.Info(ctx, "stats").Result()
+	return env.redisInfoInt(ctx, "stats", name)
+}
+
+// redisPID is redis-server's process id (INFO server), -1 unknown.
+func (env *benchEnv) redisPID(ctx context.Context) int {
+	return int(env.redisInfoInt(ctx, "server", "process_id"))
+}
+
+// redisInfoInt is the integer field name of INFO section, -1 when Redis
+// does not give it.
+func (env *benchEnv) redisInfoInt(ctx context.Context, section, name string) int64 {
+	info, err := env.adminDB.Info(ctx, section).Result()
 	if err != nil {
 		return -1
 	}

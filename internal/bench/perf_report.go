@@ -260,7 +260,7 @@ func perfTargets(o *perfOptions, results []*perfResult, byID func(string) *perfR
 					"(admin's LPUSH → the bridge's move → JetStream → the engine's pull → Redis reads → POST) while the CPUs are shared by everything. "+
 					"At this rate each delivery costs %.0f µs of CPU (process + redis-server), against %s when draining a backlog: most of it is fixed per-wake-up work "+
 					"(the bridge's and the engine's loops waking for one or two ids at a time); see the profile (the bridge's share).%s%s",
-					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued")), loadGeneratorShare(r), hopWaits(r)),
+					100*busy(r), r.cores(), r.redisCores(), costPer(r), costLine(byID("queued")), loadGeneratorShare(r), hopWaits(r)) + cpuWaitBound(r),
 			})
 		} else {
 			out = append(out, perfTarget{what: fmt.Sprintf("p99 enqueue → receipt at %.0f/s (reported, no target)", rate),
@@ -524,6 +524,19 @@ func loadGeneratorShare(r *perfResult) string {
 	share := float64(n) / float64(r.profile.samples)
 	return fmt.Sprintf(" Admin's simulated writes, which run elsewhere in production, took %.0f %% of this process's samples (about %.2f cores) and their scripts a share of redis-server's.",
 		100*share, share*r.cores())
+}
+
+// cpuWaitBound says, for the latency target, how long the run's
+// processes were runnable but waiting for a CPU, as the kernel counts it;
+// "" when it was not read.
+func cpuWaitBound(r *perfResult) string {
+	w := r.cpuWaits()
+	if w == "" {
+		return ""
+	}
+	return " Waiting for a CPU while runnable (/proc/<pid>/task/*/schedstat, summed over threads): " + w +
+		". Each wake-up on a delivery's way (a goroutine woken by its socket, redis-server by a command) waits that per-slice time on average, and longer in the tail, " +
+		"for one of the CPUs the load generator, the receiver, JetStream, the engine and redis-server share here; a delivery crosses about a dozen of them."
 }
 
 // hopWaits names, for the latency target, the two hops jetrelay times

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -69,6 +70,10 @@ type perfResult struct {
 	// sendWaits is the time before each send by stage, from the engines'
 	// histograms; nil for a jetrelay in its own process.
 	sendWaits *sendWaits
+	// cpuWaitSelf and cpuWaitRedis are how long this process's threads and
+	// redis-server waited for a CPU while runnable over the window; not ok
+	// for a jetrelay in its own process (the sink's process is not it).
+	cpuWaitSelf, cpuWaitRedis cpuWait
 }
 
 func (r *perfResult) line() string {
@@ -86,6 +91,9 @@ func (r *perfResult) line() string {
 	if r.child {
 		s += " (the jetrelay process)"
 	}
+	if w := r.cpuWaits(); w != "" {
+		s += "; waited for a CPU: " + w
+	}
 	if r.parks != nil {
 		s += "; put off: " + r.waits()
 	}
@@ -102,6 +110,19 @@ func (r *perfResult) waits() string {
 		return "not counted"
 	}
 	return fmt.Sprintf("%s; %d parks (%d spilled, %d expired)", reasonList(r.putOffs), r.parks.Parks, r.parks.Spills, r.parks.Expired)
+}
+
+// cpuWaits says how long this process's threads and redis-server waited
+// for a CPU while runnable, "" when it was not read.
+func (r *perfResult) cpuWaits() string {
+	var parts []string
+	if r.cpuWaitSelf.ok {
+		parts = append(parts, r.cpuWaitSelf.phrase("this process's threads", r.wall))
+	}
+	if r.cpuWaitRedis.ok {
+		parts = append(parts, r.cpuWaitRedis.phrase("redis-server", r.wall))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *perfResult) cores() float64      { return r.cpu.Seconds() / max(r.wall.Seconds(), 1e-9) }
@@ -252,6 +273,9 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		t0       time.Time
 		emitDone = make(chan error, 1)
 		emitEnd  time.Time
+		redisPID int
+		w0self   cpuWait
+		w0redis  cpuWait
 	)
 	if c.prequeue {
 		if err := emit(ctx, writer, spec, load); err != nil {
@@ -282,6 +306,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		}
 		lifetime = !freshMemory()
 		reads0 = env.redisReads(ctx)
+		redisPID = env.redisPID(ctx)
+		w0self, w0redis = cpuWaitOf(os.Getpid()), cpuWaitOf(redisPID)
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
 		go func() {
 			err := emit(ctx, writer, spec, load)
@@ -315,6 +341,9 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		}
 	}
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
+	if !c.prequeue {
+		res.cpuWaitSelf, res.cpuWaitRedis = cpuWaitOf(os.Getpid()).since(w0self), cpuWaitOf(redisPID).since(w0redis)
+	}
 	res.redisReads = -1
 	if reads1 := env.redisReads(ctx); reads0 >= 0 && reads1 >= reads0 {
 		// Less this window's own INFO calls: the CPU's twice, then these.
