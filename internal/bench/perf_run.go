@@ -305,8 +305,8 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 			}
 		}
 		lifetime = !freshMemory()
+		redisPID = env.redisPID(ctx) // before reads0: the window counts its own INFO calls
 		reads0 = env.redisReads(ctx)
-		redisPID = env.redisPID(ctx)
 		w0self, w0redis = cpuWaitOf(os.Getpid()), cpuWaitOf(redisPID)
 		u0, r0, prof = resourcesNow(), env.redisCPU(ctx), startCaseProfile()
 		go func() {
