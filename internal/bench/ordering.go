@@ -192,6 +192,9 @@ type busyLines struct {
 	sink *sink
 	seen linesObserved
 	sent int
+	// paceBacklog, when set (tests), has the backlog emitted one event at
+	// a time and is called after each.
+	paceBacklog func(ctx context.Context) error
 }
 
 // start creates the lines' subscriptions (first-attempt, their own
@@ -242,21 +245,62 @@ func (l *busyLines) start(ctx context.Context, env *benchEnv) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if err := emit(ctx, env.admin, emission{tenant: orderedSubsTenant, eventType: orderedEventType, events: l.o.lineBacklog, workers: 8}, newEmitted()); err != nil {
+	// The receiver holds its answers while the backlog is emitted, so
+	// every line still holds work when the emission ends however slowly
+	// it went (admin's writes share the CPUs with everything else).
+	l.sink.hold()
+	defer l.sink.release()
+	if err := l.emitBacklog(ctx, env); err != nil {
 		return err
 	}
-	for {
-		busy, err := busyCount(ctx, env)
-		if err != nil {
+	if err := await(ctx, func() (bool, error) {
+		n, err := busyCount(ctx, env)
+		return n >= l.o.lines, err
+	}); err != nil {
+		return fmt.Errorf("the ordered lines do not all hold work once the backlog is emitted: %w", err)
+	}
+	before := l.sink.accepted()
+	l.sink.release()
+	if err := await(ctx, func() (bool, error) { return l.sink.accepted() >= before+l.o.lines, nil }); err != nil {
+		return fmt.Errorf("the ordered lines' receiver answered again but took %d of their %d held sends: %w", l.sink.accepted()-before, l.o.lines, err)
+	}
+	busy, err := busyCount(ctx, env)
+	if err != nil {
+		return err
+	}
+	l.seen = linesObserved{lines: l.o.lines, busyAtStart: busy}
+	l.sent = l.sink.accepted()
+	return nil
+}
+
+// emitBacklog emits lineBacklog events, each one delivery to every line.
+func (l *busyLines) emitBacklog(ctx context.Context, env *benchEnv) error {
+	spec := emission{tenant: orderedSubsTenant, eventType: orderedEventType, events: l.o.lineBacklog, workers: 8}
+	if l.paceBacklog == nil {
+		return emit(ctx, env.admin, spec, newEmitted())
+	}
+	spec.events, spec.workers = 1, 1
+	for range l.o.lineBacklog {
+		if err := emit(ctx, env.admin, spec, newEmitted()); err != nil {
 			return err
 		}
-		if busy >= l.o.lines && l.sink.accepted() >= l.o.lines {
-			l.seen = linesObserved{lines: l.o.lines, busyAtStart: busy}
-			l.sent = l.sink.accepted()
-			return nil
+		if err := l.paceBacklog(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// await asks done every 100 ms until it holds, for up to a minute.
+func await(ctx context.Context, done func() (bool, error)) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after a minute %d of %d ordered lines hold work and their receiver has %d requests", busy, l.o.lines, l.sink.accepted())
+			return errors.New("still not after a minute")
 		}
 		select {
 		case <-ctx.Done():

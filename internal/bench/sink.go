@@ -23,6 +23,9 @@ type sink struct {
 	requests atomic.Int64
 	bad      atomic.Int64 // unsigned, badly signed or unknown path: answered 401/404
 	bufs     sync.Pool
+	// held, while not nil, keeps every verified request waiting until it
+	// is closed (hold, release).
+	held chan struct{}
 }
 
 // receipt is one accepted request.
@@ -60,6 +63,16 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	rc := receipt{eventID: r.Header.Get(proto.HeaderEventID), path: r.URL.Path, at: time.Now()}
 	if s.delay > 0 {
 		t := time.NewTimer(s.delay)
@@ -74,6 +87,27 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.got = append(s.got, rc)
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
+}
+
+// hold keeps every request that arrives from now on unanswered until
+// release.
+func (s *sink) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(chan struct{})
+	}
+}
+
+// release lets the held requests go on to be answered; it may be called
+// when nothing is held.
+func (s *sink) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != nil {
+		close(s.held)
+		s.held = nil
+	}
 }
 
 // accepted is how many requests were answered 200 so far.
