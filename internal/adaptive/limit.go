@@ -109,7 +109,7 @@ type Limit struct {
 	short   float64    // recent latency, ns (moving average over ~5 answers)
 	lowest  [2]float64 // lowest latency, ns, of this half of the Baseline window and of the previous one (0: none)
 	half    time.Time  // when this half began
-	lastCut time.Time  // the last latency cut
+	lastCut time.Time // the last latency cut
 	// troubleAt is when the limit was last cut, for latency or a drop:
 	// congestion avoidance's step grows with the round trips since.
 	troubleAt time.Time
