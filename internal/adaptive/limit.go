@@ -72,18 +72,11 @@ func (c LimitConfig) withDefaults() LimitConfig {
 // signal, in the spirit of TCP Vegas and Netflix's concurrency-limits.
 //
 //   - A healthy answer while the limit is in use (at least half of it
-//     running) raises it: by one until the first cut (slow start, as in
-//     TCP Reno: the limit doubles every round trip, so a 1 ms endpoint
-//     reaches the whole pool in milliseconds), then by a step that grows
-//     with the round trips since the last cut, as TCP BIC and CUBIC grow
-//     their window (congestion avoidance: one more send per round trip
-//     right after a cut, probing gently near the level that was too much,
-//     and a quarter of a send more for each round trip that stayed clean,
-//     so a limit cut once by a passing slowdown regains its level in
-//     seconds, not minutes: from 22 to 150 in about 28 round trips, where
-//     one more per round trip took 128; measured with a 50 ms receiver in
-//     `jetrelay bench --only slow-1`, where an early cut held the one
-//     subscription at under half its rate for the whole case).
+//     running) raises it, as in TCP Reno: by one until the first cut (slow
+//     start: the limit doubles every round trip, so a 1 ms endpoint reaches
+//     the whole pool in milliseconds), by 1/limit after it (congestion
+//     avoidance: one more send per round trip, probing gently near the
+//     level that was too much).
 //   - A drop (no answer, 5xx, 429, a throttle) multiplies it by Backoff:
 //     a black hole's wave of timeouts takes it to about 1.
 //   - A latency above Tolerance × the endpoint's no-load latency + Slack
@@ -109,11 +102,8 @@ type Limit struct {
 	short   float64    // recent latency, ns (moving average over ~5 answers)
 	lowest  [2]float64 // lowest latency, ns, of this half of the Baseline window and of the previous one (0: none)
 	half    time.Time  // when this half began
-	lastCut time.Time // the last latency cut
-	// troubleAt is when the limit was last cut, for latency or a drop:
-	// congestion avoidance's step grows with the round trips since.
-	troubleAt time.Time
-	probe     float64 // slow start below this limit, congestion avoidance above
+	lastCut time.Time
+	probe   float64 // slow start below this limit, congestion avoidance above
 }
 
 // NewLimit returns an endpoint's limit at cfg.Initial.
@@ -134,7 +124,6 @@ func (l *Limit) Update(s Sample) {
 	if s.Dropped {
 		l.limit = max(1, l.limit*l.cfg.Backoff)
 		l.probe = l.limit
-		l.troubleAt = s.At
 		return
 	}
 	x := max(1, float64(s.Latency))
@@ -166,20 +155,14 @@ func (l *Limit) Update(s Sample) {
 		if s.At.Sub(l.lastCut) >= time.Duration(l.short) && x > threshold {
 			l.limit = max(1, l.limit*max(0.5, g))
 			l.probe = l.limit
-			l.lastCut, l.troubleAt = s.At, s.At
+			l.lastCut = s.At
 		}
 		return
 	}
 	if 2*s.InFlight >= int(math.Ceil(l.limit)) {
 		step := 1.0
 		if l.limit >= l.probe {
-			// 1 + n/4 more sends over the limit's answers of the n-th
-			// round trip since the cut, never faster than slow start.
-			var rtts float64
-			if rtt := l.short; rtt > 0 && !l.troubleAt.IsZero() {
-				rtts = float64(s.At.Sub(l.troubleAt)) / rtt
-			}
-			step = min(1, (1+rtts/4)/l.limit)
+			step = 1 / l.limit
 		}
 		l.limit = min(float64(l.cfg.Max), l.limit+step)
 	}
