@@ -35,9 +35,7 @@ func TestBusyLines_EveryLineHoldsItsBacklogWhenTheReceiverDrainsFasterThanAdminW
 	l := &busyLines{o: &orderingOptions{lines: lines, lineBacklog: backlog, lineDelay: time.Millisecond}}
 	l.paceBacklog = func(ctx context.Context) error {
 		return await(ctx, func() (bool, error) {
-			l.sink.mu.Lock()
-			held := l.sink.held != nil
-			l.sink.mu.Unlock()
+			held := l.sink.held.Load() != nil
 			n, err := busyCount(ctx, env)
 			return held || n == 0, err
 		})

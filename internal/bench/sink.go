@@ -23,9 +23,10 @@ type sink struct {
 	requests atomic.Int64
 	bad      atomic.Int64 // unsigned, badly signed or unknown path: answered 401/404
 	bufs     sync.Pool
-	// held, while not nil, keeps every verified request waiting until it
-	// is closed (hold, release).
-	held chan struct{}
+	// held, while set, keeps every verified request waiting until its
+	// channel is closed (hold, release); atomic, so that the receiver's
+	// every request does not take a lock for it.
+	held atomic.Pointer[chan struct{}]
 }
 
 // receipt is one accepted request.
@@ -63,12 +64,9 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	s.mu.Lock()
-	held := s.held
-	s.mu.Unlock()
-	if held != nil {
+	if held := s.held.Load(); held != nil {
 		select {
-		case <-held:
+		case <-*held:
 		case <-r.Context().Done():
 			return
 		}
@@ -92,21 +90,15 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // hold keeps every request that arrives from now on unanswered until
 // release.
 func (s *sink) hold() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held == nil {
-		s.held = make(chan struct{})
-	}
+	ch := make(chan struct{})
+	s.held.CompareAndSwap(nil, &ch)
 }
 
 // release lets the held requests go on to be answered; it may be called
 // when nothing is held.
 func (s *sink) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held != nil {
-		close(s.held)
-		s.held = nil
+	if held := s.held.Swap(nil); held != nil {
+		close(*held)
 	}
 }
 
