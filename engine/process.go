@@ -283,7 +283,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
 		sendCtx, cancel := context.WithTimeout(sendCtx, e.cfg.AttemptTimeout)
-		res, err = e.send(sendCtx, t, req)
+		res, err = t.Deliver(sendCtx, req)
 		cancel()
 	} else {
 		// Metrics name no transport for an unregistered scheme.
@@ -307,14 +307,6 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		return e.recordSuccess(h, o)
 	}
 	return e.recordFailure(h, o)
-}
-
-// send is one transport's Deliver, counted among the worker pool's sends
-// (workers.resize) while it runs, a panicking plugin included.
-func (e *Engine) send(ctx context.Context, t transport.Transport, req *transport.Request) (transport.Result, error) {
-	e.workers.sending.Add(1)
-	defer e.workers.sending.Add(-1)
-	return t.Deliver(ctx, req)
 }
 
 func attemptedAt(d *proto.Delivery, now time.Time) time.Time {

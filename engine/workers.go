@@ -22,11 +22,9 @@ import (
 // (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
 // in the lanes while (nearly) every worker was busy. A worker waiting for
 // a slot of a subscription at its limit (adaptive.Pool.Waiting) is not
-// counted busy: more workers would only wait beside it. If work was held
-// back, at least half the busy workers are sending (not waiting on this
-// replica's own reads and writes, which more workers would only queue
-// behind), the CPU is not saturated and memory is below the budget, it
-// doubles (as a new subscription's limit does in slow start),
+// counted busy: more workers would only wait beside it. If work was held back, the CPU
+// is not saturated and memory is below the budget, it doubles (as a new
+// subscription's limit does in slow start),
 // up to what the busy subscriptions ask for (adaptive.Pool.Demand: the
 // limit of one turned away, the sends it runs at once otherwise) plus a
 // reserve, the cap (Config.Workers) and the memory
@@ -42,7 +40,6 @@ type workers struct {
 	size        atomic.Int64 // the pool's size now
 	running     atomic.Int64 // worker goroutines
 	busy        atomic.Int64 // workers handling an item
-	sending     atomic.Int64 // workers in a send (a transport's Deliver)
 	cpu         cpuMeter
 	memory      []metrics.Sample
 }
@@ -121,7 +118,6 @@ type pressure struct {
 	squeezed int     // deliveries held back by the pool's sharing
 	waiting  int     // items waiting in the lanes for a worker
 	busy     int     // workers handling an item, but for those waiting for a subscription's slot
-	sending  int     // workers in a send
 	cpu      float64 // share of GOMAXPROCS the process used, 0..1+
 	memory   int64   // bytes in use
 }
@@ -131,16 +127,7 @@ func (w *workers) resize(p pressure) int {
 	size := w.now()
 	// Work waiting while (nearly) every worker is busy: a sample between
 	// two items of a worker must not read as idle.
-	short := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
-	// Workers beyond the floor are for sends that wait on receivers. When
-	// most busy workers wait for this replica's own work instead (their
-	// outcome writes queued behind one another, their Redis reads, a CPU),
-	// the pool's size is not what holds work back: more workers would
-	// queue beside them, each holding its records, stack and connection.
-	// Measured on a fast receiver's backlog of 100,000 before this rule:
-	// the pool grew to 1,000 workers, 530 of them queued for their outcome
-	// writes and 81 sending.
-	heldBack := short && 2*p.sending >= p.busy
+	heldBack := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
 	switch {
 	case w.budget > 0 && p.memory > w.budget:
 		size -= size / 4
@@ -151,10 +138,6 @@ func (w *workers) resize(p pressure) int {
 		size = max(size, min(size+max(size, 8), bound))
 	case heldBack:
 		// Saturated: hold.
-	case short:
-		// Held back by its own work, not by its receivers: back toward
-		// the floor, a twentieth per tick, as when nothing is held back.
-		size -= max(1, size/shrinkShare)
 	default:
 		size = max(p.busy+p.busy/4, size-max(1, size/shrinkShare))
 	}
@@ -182,7 +165,7 @@ func (e *Engine) sizeWorkers(ctx context.Context, work *lanes, f *fetched, spawn
 		// workers the subscription could not take turned deliveries away
 		// (issue 22's slow mode).
 		busy := max(0, int(w.busy.Load())-e.inflight.pool.Waiting())
-		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: busy, sending: int(w.sending.Load()), cpu: w.cpu.sample()}
+		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: busy, cpu: w.cpu.sample()}
 		if w.budget > 0 {
 			p.memory = w.memoryInUse()
 		}

@@ -13,7 +13,7 @@ func TestWorkers_TheMemoryBudgetBoundsThePool(t *testing.T) {
 	if w.most != 512 {
 		t.Fatalf("the pool may grow to %d workers under a 64 MiB budget, want 512", w.most)
 	}
-	starved := pressure{want: 100_000, squeezed: 10, busy: 64, sending: 64, cpu: 0.1, memory: 16 << 20}
+	starved := pressure{want: 100_000, squeezed: 10, busy: 64, cpu: 0.1, memory: 16 << 20}
 	sizes := []int{}
 	for range 10 {
 		n := w.resize(starved)
@@ -27,10 +27,10 @@ func TestWorkers_TheMemoryBudgetBoundsThePool(t *testing.T) {
 	// Past three quarters of the budget it grows no more, past the budget
 	// it shrinks.
 	w.size.Store(128)
-	if n := w.resize(pressure{want: 100_000, squeezed: 10, busy: 128, sending: 128, cpu: 0.1, memory: 49 << 20}); n != 128 {
+	if n := w.resize(pressure{want: 100_000, squeezed: 10, busy: 128, cpu: 0.1, memory: 49 << 20}); n != 128 {
 		t.Errorf("at 49 of 64 MiB the pool went from 128 to %d workers, want it held", n)
 	}
-	if n := w.resize(pressure{want: 100_000, squeezed: 10, busy: 128, sending: 128, cpu: 0.1, memory: 65 << 20}); n >= 128 {
+	if n := w.resize(pressure{want: 100_000, squeezed: 10, busy: 128, cpu: 0.1, memory: 65 << 20}); n >= 128 {
 		t.Errorf("at 65 of 64 MiB the pool went from 128 to %d workers, want it shrunk", n)
 	}
 }
@@ -41,13 +41,10 @@ func TestWorkers_ThePoolGrowsOnlyWhileWorkIsHeldBackAndTheCPUIsFree(t *testing.T
 		p    pressure
 		want int
 	}{
-		{"work held back by the sharing, CPU free: doubles", pressure{want: 10_000, squeezed: 5, busy: 100, sending: 90, cpu: 0.3}, 200},
-		{"work waiting for a busy pool, CPU free: doubles", pressure{want: 10_000, waiting: 5, busy: 100, sending: 90, cpu: 0.3}, 200},
-		{"half the busy workers sending is enough to grow", pressure{want: 10_000, waiting: 5, busy: 100, sending: 50, cpu: 0.3}, 200},
-		{"doubling stops at what the subscriptions could take", pressure{want: 80, squeezed: 5, busy: 100, sending: 90, cpu: 0.3}, 164},
-		{"CPU saturated: holds", pressure{want: 10_000, squeezed: 5, busy: 100, sending: 90, cpu: 0.95}, 100},
-		{"work waiting while most busy workers wait on their own work, not a receiver: shrinks by a twentieth", pressure{want: 10_000, waiting: 5, busy: 100, sending: 10, cpu: 0.3}, 95},
-		{"sharing held work back while most busy workers wait on their own work: shrinks", pressure{want: 10_000, squeezed: 5, busy: 100, sending: 49, cpu: 0.3}, 95},
+		{"work held back by the sharing, CPU free: doubles", pressure{want: 10_000, squeezed: 5, busy: 100, cpu: 0.3}, 200},
+		{"work waiting for a busy pool, CPU free: doubles", pressure{want: 10_000, waiting: 5, busy: 100, cpu: 0.3}, 200},
+		{"doubling stops at what the subscriptions could take", pressure{want: 80, squeezed: 5, busy: 100, cpu: 0.3}, 164},
+		{"CPU saturated: holds", pressure{want: 10_000, squeezed: 5, busy: 100, cpu: 0.95}, 100},
 		{"nothing held back: shrinks by a twentieth", pressure{want: 10_000, busy: 10, cpu: 0.3}, 95},
 		{"nothing held back: not below what is busy", pressure{want: 10_000, busy: 90, cpu: 0.3}, 112},
 		{"work waiting while most workers are free: shrinks", pressure{want: 10_000, waiting: 5, busy: 50, cpu: 0.3}, 95},
