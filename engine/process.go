@@ -283,7 +283,7 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 	t, err := e.transport.Lookup(sub.URL)
 	if err == nil {
 		sendCtx, cancel := context.WithTimeout(sendCtx, e.cfg.AttemptTimeout)
-		res, err = t.Deliver(sendCtx, req)
+		res, err = e.send(sendCtx, t, req)
 		cancel()
 	} else {
 		// Metrics name no transport for an unregistered scheme.
@@ -307,6 +307,14 @@ func (e *Engine) attempt(h *handling, secret string, adm *admission) settlement 
 		return e.recordSuccess(h, o)
 	}
 	return e.recordFailure(h, o)
+}
+
+// send is one transport's Deliver, its time counted among the worker
+// pool's sends (workers.resize) while it runs, a panicking plugin's too.
+func (e *Engine) send(ctx context.Context, t transport.Transport, req *transport.Request) (transport.Result, error) {
+	start := e.workers.sendTime.begin(sinceEpoch())
+	defer func() { e.workers.sendTime.end(start, sinceEpoch()) }()
+	return t.Deliver(ctx, req)
 }
 
 func attemptedAt(d *proto.Delivery, now time.Time) time.Time {

@@ -22,9 +22,9 @@ import (
 // (the pool's sharing held them back, adaptive.Pool.Demand) or work waiting
 // in the lanes while (nearly) every worker was busy. A worker waiting for
 // a slot of a subscription at its limit (adaptive.Pool.Waiting) is not
-// counted busy: more workers would only wait beside it. If work was held back, the CPU
-// is not saturated and memory is below the budget, it doubles (as a new
-// subscription's limit does in slow start),
+// counted busy: more workers would only wait beside it. If work was held
+// back, the CPU is not saturated and memory is below the budget, it doubles
+// (as a new subscription's limit does in slow start),
 // up to what the busy subscriptions ask for (adaptive.Pool.Demand: the
 // limit of one turned away, the sends it runs at once otherwise) plus a
 // reserve, the cap (Config.Workers) and the memory
@@ -34,12 +34,27 @@ import (
 // flight would only wait for the CPU too, and the subscriptions' latency
 // signal cuts their limits. So a fast receiver is served by the floor's
 // workers, as before, and slow ones get as many as the machine can drive.
+//
+// Beyond localShare times the floor, the pool grows only while its busy
+// workers spend at least half their time sending (in a transport's
+// Deliver, integrated over the tick, not sampled): workers waiting on
+// receivers are what more workers help. When they wait on this replica's
+// own work instead (their outcome writes queued behind one another, their
+// Redis reads, the CPU), more workers only queue beside them, each holding
+// its records, stack and connection: a fast receiver's backlog of 100,000
+// across ten subscriptions grew the pool to 1,000 workers, 530 of them
+// queued for their outcome writes and 81 sending, at no gain in rate.
 type workers struct {
 	floor, most int // Config.MinWorkers; the cap, the smaller of Config.Workers and the memory budget's share
 	budget      int64
 	size        atomic.Int64 // the pool's size now
 	running     atomic.Int64 // worker goroutines
 	busy        atomic.Int64 // workers handling an item
+	busyTime    timeShare    // time workers spent handling items
+	sendTime    timeShare    // time workers spent in a send (a transport's Deliver)
+	lastBusy    time.Duration
+	lastSend    time.Duration
+	lastAt      time.Duration
 	cpu         cpuMeter
 	memory      []metrics.Sample
 }
@@ -73,7 +88,68 @@ const (
 	// recentDemand: a subscription asked for a slot within this long counts
 	// in the pool's demand.
 	recentDemand = time.Second
+	// localShare times the floor is as far as the pool grows for work held
+	// back while its workers mostly wait on this replica's own work rather
+	// than on receivers: room for bursts and for reads and writes that
+	// overlap, not a pool that grows without bound because work always
+	// waits in a fast receiver's backlog.
+	localShare = 4
+	// receiverBound is the share of their busy time the workers must spend
+	// sending for the pool to grow beyond localShare times the floor.
+	receiverBound = 0.5
 )
+
+// epoch is where timeShare's clock starts: its readings are monotonic
+// durations since.
+var epoch = time.Now()
+
+// timeShare integrates how long workers spend in one state: the time of
+// the spans that ended plus, at any instant, those still running (n spans
+// running for now minus the sum of their starts). Readings taken between
+// another goroutine's loads may be off by one span's length, nothing that
+// matters against a tick of many workers.
+type timeShare struct {
+	n      atomic.Int64
+	starts atomic.Int64 // sum of the running spans' starts, ns since epoch
+	done   atomic.Int64 // ns of the spans that ended
+}
+
+// sinceEpoch is timeShare's clock.
+func sinceEpoch() time.Duration { return time.Since(epoch) }
+
+// begin counts a span starting at now and returns its start for end.
+func (s *timeShare) begin(now time.Duration) time.Duration {
+	s.n.Add(1)
+	s.starts.Add(int64(now))
+	return now
+}
+
+// end counts the span that began at start as ended at now.
+func (s *timeShare) end(start, now time.Duration) {
+	s.n.Add(-1)
+	s.starts.Add(-int64(start))
+	s.done.Add(int64(now - start))
+}
+
+// total is the time spent in the state up to now.
+func (s *timeShare) total(now time.Duration) time.Duration {
+	return time.Duration(s.done.Load() + s.n.Load()*int64(now) - s.starts.Load())
+}
+
+// sendShare is the share of the workers' busy time from the last call to
+// now that they spent sending, the workers waiting for a slot (the
+// snapshot of those waiting now, held for the whole interval) not counted
+// busy.
+func (w *workers) sendShare(now time.Duration, waitingSlots int) float64 {
+	busy, send := w.busyTime.total(now), w.sendTime.total(now)
+	dBusy, dSend, dt := busy-w.lastBusy, send-w.lastSend, now-w.lastAt
+	w.lastBusy, w.lastSend, w.lastAt = busy, send, now
+	dBusy -= time.Duration(waitingSlots) * dt
+	if dBusy <= 0 {
+		return 0
+	}
+	return min(1, float64(dSend)/float64(dBusy))
+}
 
 func newWorkers(floor, most int, budget int64) *workers {
 	if budget > 0 {
@@ -118,6 +194,7 @@ type pressure struct {
 	squeezed int     // deliveries held back by the pool's sharing
 	waiting  int     // items waiting in the lanes for a worker
 	busy     int     // workers handling an item, but for those waiting for a subscription's slot
+	sending  float64 // share of the busy workers' time spent sending since the last tick, 0..1
 	cpu      float64 // share of GOMAXPROCS the process used, 0..1+
 	memory   int64   // bytes in use
 }
@@ -127,7 +204,12 @@ func (w *workers) resize(p pressure) int {
 	size := w.now()
 	// Work waiting while (nearly) every worker is busy: a sample between
 	// two items of a worker must not read as idle.
-	heldBack := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
+	short := p.squeezed > 0 || p.waiting > 0 && p.busy >= size-size/8
+	// Beyond localShare times the floor, only workers waiting on
+	// receivers call for more.
+	local := w.floor * localShare
+	onReceivers := p.sending >= receiverBound
+	heldBack := short && (size < local || onReceivers)
 	switch {
 	case w.budget > 0 && p.memory > w.budget:
 		size -= size / 4
@@ -135,11 +217,24 @@ func (w *workers) resize(p pressure) int {
 		// Up to what the subscriptions could take, with room for the
 		// reserve and the work around the sends.
 		bound := p.want + p.want/4 + w.floor
+		if !onReceivers {
+			bound = min(bound, local)
+		}
 		size = max(size, min(size+max(size, 8), bound))
 	case heldBack:
 		// Saturated: hold.
+	case short:
+		// Held back by its own work, not by its receivers: back toward
+		// localShare times the floor, a twentieth per tick.
+		size = max(local, size-max(1, size/shrinkShare))
 	default:
-		size = max(p.busy+p.busy/4, size-max(1, size/shrinkShare))
+		// Toward the workers busy now and a reserve of a quarter, which
+		// grows the pool only as far as growing is allowed.
+		keep := p.busy + p.busy/4
+		if !onReceivers {
+			keep = min(keep, max(size, local))
+		}
+		size = max(keep, size-max(1, size/shrinkShare))
 	}
 	return max(w.floor, min(size, w.most))
 }
@@ -151,6 +246,7 @@ func (e *Engine) sizeWorkers(ctx context.Context, work *lanes, f *fetched, spawn
 	t := time.NewTicker(sizeTick)
 	defer t.Stop()
 	w.cpu.sample()
+	w.sendShare(sinceEpoch(), 0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,7 +261,8 @@ func (e *Engine) sizeWorkers(ctx context.Context, work *lanes, f *fetched, spawn
 		// workers the subscription could not take turned deliveries away
 		// (issue 22's slow mode).
 		busy := max(0, int(w.busy.Load())-e.inflight.pool.Waiting())
-		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: busy, cpu: w.cpu.sample()}
+		p := pressure{want: want, squeezed: squeezed, waiting: work.backlog(), busy: busy,
+			sending: w.sendShare(sinceEpoch(), e.inflight.pool.Waiting()), cpu: w.cpu.sample()}
 		if w.budget > 0 {
 			p.memory = w.memoryInUse()
 		}
@@ -223,7 +320,9 @@ func (e *Engine) runWorkers(ctx, workCtx context.Context, work *lanes, wg *sync.
 					continue
 				}
 				w.busy.Add(1)
+				start := w.busyTime.begin(sinceEpoch())
 				e.handle(workCtx, q)
+				w.busyTime.end(start, sinceEpoch())
 				w.busy.Add(-1)
 				if w.leave() {
 					return

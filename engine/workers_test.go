@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
 )
 
 // Not parallel: the pool grows only while this process's CPU is not
@@ -99,5 +102,68 @@ func TestWorkers_AFastReceiverIsServedByTheFloor(t *testing.T) {
 	// (its limit, a quarter more, and the floor): far below the cap.
 	if peakPool > ceiling/4 {
 		t.Errorf("the pool grew to %d workers for one fast receiver; want it near its floor of %d, far below the cap %d", peakPool, floor, ceiling)
+	}
+}
+
+func TestWorkers_AFastBacklogAcrossManySubscriptionsIsServedByTheFloor(t *testing.T) {
+	// Ten subscriptions whose receiver answers at once, with a backlog
+	// queued before the engine starts. Their adaptive limits grow into the
+	// hundreds together, and work always waits in the lanes, but the
+	// workers spend their time on this replica's own work (reads, outcome
+	// writes, the CPU), not waiting on receivers: more of them would only
+	// queue beside the others, so the pool stays within four times its
+	// floor. Before the pool measured its sends, it grew to 118-256 workers
+	// here (and to 1,000 on the benchmark's queued case, 530 of them
+	// queued for their outcome writes).
+	const (
+		subs, perSub   = 10, 400
+		floor, ceiling = 16, 1024
+	)
+	var answered atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		answered.Add(1)
+	})
+	e := newEnv(t, envOptions{handler: h, engine: func(c *engine.Config) {
+		c.Workers, c.MinWorkers = ceiling, floor
+	}})
+	e.stopEngine()
+	ctx := context.Background()
+	var ids []string
+	for i := range subs {
+		sub, _, _ := e.subscribe(t, fmt.Sprintf("/custom/fast-%d", i), nil, nil)
+		for range perSub {
+			ids = append(ids, e.deliver(t, sub, e.event(), nil))
+		}
+	}
+	waitFor(t, 30*time.Second, "the bridge to move every id into the stream", func() bool {
+		n, _ := e.redis.Client.LLen(ctx, store.PendingList).Result()
+		m, _ := e.redis.Client.LLen(ctx, "dispatch:processing:test-bridge").Result()
+		return n == 0 && m == 0
+	})
+	eng := e.newEngine(t)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := eng.Run(rctx); err != nil {
+			t.Errorf("engine.Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	peakPool := 0
+	waitFor(t, time.Minute, "every delivery to be answered", func() bool {
+		peakPool = max(peakPool, eng.PoolStats().Workers)
+		return answered.Load() >= subs*perSub
+	})
+	t.Logf("pool peaked at %d workers for a backlog of %d across %d fast subscriptions", peakPool, subs*perSub, subs)
+	if peakPool > 4*floor {
+		t.Errorf("the pool grew to %d workers for fast receivers; want at most four times its floor of %d", peakPool, floor)
+	}
+	for _, id := range ids {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("delivery %s ended %s, want SUCCESS", id, rec.Status)
+		}
 	}
 }
