@@ -29,8 +29,9 @@ type Config struct {
 	// allow (workers.go).
 	Workers int
 	// MinWorkers is the pool's floor and first size, default
-	// DefaultMinWorkers (at most Workers). MinWorkers = Workers is a fixed
-	// pool.
+	// DefaultMinWorkers (at most Workers). Past four times it the pool
+	// grows only while its workers spend at least half their time sending
+	// (workers.go). MinWorkers = Workers is a fixed pool.
 	MinWorkers int
 	// MemoryBudget bounds what the pool grows into, in bytes: it stops
 	// growing at three quarters of it, shrinks above it, and never runs more
