@@ -310,6 +310,7 @@ func runBacklogCase(ctx context.Context, b *benchContext, o *backlogOptions, bad
 	if err != nil {
 		return nil, err
 	}
+	b.keepProfile("backlog beside "+cmp.Or(bad, "nothing"), prof)
 	c.cpu, c.redisCPU = u1.cpu-u0.cpu, r1-r0
 	if summary != nil && summary.samples > 0 {
 		c.profiled = true

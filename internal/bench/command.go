@@ -53,6 +53,8 @@ type benchContext struct {
 	getenv   func(string) string
 	out      string // --out, "" if none: where files a scenario writes go next to
 	version  string // jetrelay's version, for the stacks a scenario starts
+	profiles string // --profiles, "" if none: where each case's CPU profile is kept
+	kept     int    // case profiles kept so far, to number the files
 }
 
 func (b *benchContext) stepf(format string, args ...any) {
@@ -115,6 +117,7 @@ func run(cmd *cobra.Command, args []string, version string, getenv func(string) 
 	verbose := fs.BoolP("verbose", "v", false, "show jetrelay's own logs (info and above)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write the whole run's allocations (a heap profile; read it with go tool pprof -sample_index=alloc_space or alloc_objects) to this file when it ends")
+	profiles := fs.String("profiles", "", "also keep the CPU profile of every case the report profiles in this directory, one file per case numbered in the order they ran (go tool pprof; not with --cpuprofile, which leaves the cases unprofiled)")
 	scenario := sc.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return cli.Usagef("%w", err)
@@ -125,11 +128,19 @@ func run(cmd *cobra.Command, args []string, version string, getenv func(string) 
 	if fs.NArg() > 0 {
 		return cli.Usagef("bench: unexpected arguments %q", fs.Args())
 	}
+	if *profiles != "" && *cpuProfile != "" {
+		return cli.Usagef("bench: --profiles and --cpuprofile exclude each other: while the whole run is profiled, no case can be")
+	}
+	if *profiles != "" {
+		if err := os.MkdirAll(*profiles, 0o755); err != nil {
+			return err
+		}
+	}
 	ctx := cmd.Context()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: getenv, out: *out, version: version}
+	b := &benchContext{progress: stdout, verbose: io.Discard, getenv: getenv, out: *out, version: version, profiles: *profiles}
 	if *verbose {
 		b.verbose = stderr
 	}

@@ -262,6 +262,7 @@ func profileDrain(ctx context.Context, b *benchContext, o *costOptions) (*profil
 	if err != nil {
 		return nil, err
 	}
+	b.keepProfile("cost model drain", prof)
 	if summary == nil {
 		return nil, errors.New("no CPU profile (is --cpuprofile set? the cost model profiles the drain itself)")
 	}

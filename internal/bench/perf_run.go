@@ -350,6 +350,7 @@ func (p *perfRun) e2e(ctx context.Context, c e2eCase) (*perfResult, error) {
 		res.redisReads = reads1 - reads0 - 3
 	}
 	res.profile, profiling = prof.stop(), false
+	p.b.keepProfile(c.title, prof)
 	res.cpu, res.wall, res.redisCPU = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0
 	if env.stack != nil {
 		res.putOffs = map[string]int{}
@@ -564,6 +565,7 @@ func (p *perfRun) ceiling(ctx context.Context) (*perfResult, error) {
 	wg.Wait()
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile = prof.stop()
+	p.b.keepProfile(res.title, prof)
 	res.peakRSS, res.rssLifetime = peakRSS(), lifetime
 	res.cpu, res.wall, res.redisCPU, res.span = u1.cpu-u0.cpu, u1.at.Sub(u0.at), r1-r0, u1.at.Sub(u0.at)
 	var all []time.Duration
@@ -630,6 +632,7 @@ func (p *perfRun) reference(ctx context.Context, id, title string, delay time.Du
 	succeeded, last, err := runReferenceLoop(ctx, rdb, env.stack.Webhook(), env.key, n)
 	u1, r1 := resourcesNow(), env.redisCPU(ctx)
 	res.profile = prof.stop()
+	p.b.keepProfile(title, prof)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"unicode"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -28,6 +30,40 @@ func startCaseProfile() *cpuProfile {
 	p := &cpuProfile{}
 	p.on = pprof.StartCPUProfile(&p.buf) == nil
 	return p
+}
+
+// keepProfile writes p, stopped, into --profiles as NN-name.pprof, NN
+// counting the cases kept so far; without --profiles, or with no profile,
+// it does nothing. A profile that cannot be written is reported, not fatal:
+// the case's figures stand without it.
+func (b *benchContext) keepProfile(name string, p *cpuProfile) {
+	if b.profiles == "" || p == nil || !p.on {
+		return
+	}
+	b.kept++
+	path := filepath.Join(b.profiles, fmt.Sprintf("%02d-%s.pprof", b.kept, fileSlug(name)))
+	if err := os.WriteFile(path, p.buf.Bytes(), 0o644); err != nil {
+		b.stepf("  CPU profile of %q not kept: %v", name, err)
+		return
+	}
+	b.stepf("  CPU profile of %q kept in %s", name, path)
+}
+
+// fileSlug is name in lower case with every run of other characters than
+// letters and digits made one hyphen: "fixed rate 1000/s" → "fixed-rate-1000-s".
+func fileSlug(name string) string {
+	var out strings.Builder
+	hyphen := false
+	for _, r := range strings.ToLower(name) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			out.WriteRune(r)
+			hyphen = false
+		} else if !hyphen && out.Len() > 0 {
+			out.WriteByte('-')
+			hyphen = true
+		}
+	}
+	return strings.TrimSuffix(out.String(), "-")
 }
 
 // stop ends the profile and summarises it by component; nil if there was
