@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,33 @@ func BenchmarkHandlingLog(b *testing.B) {
 			l.withTrace("0123456789abcdef0123456789abcdef")
 			l.Log(b.Context(), slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", 200, "latency_ms", 3})
 		}
+	})
+	// The same line written where jetrelay run writes it, a pipe to a log
+	// collector (drained here by another goroutine): the write system call
+	// each line costs, on top of formatting it.
+	b.Run("fields, to a pipe", func(b *testing.B) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		drained := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, r)
+			close(drained)
+		}()
+		base := slog.New(slog.NewTextHandler(w, nil))
+		b.ReportAllocs()
+		for b.Loop() {
+			l := newHandlingLog(base, "del_0123456789abcdef")
+			l.withRoute("whsub_0123456789", "evt_0123456789abcdef")
+			l.withAttempt(1)
+			l.withTrace("0123456789abcdef0123456789abcdef")
+			l.Log(b.Context(), slog.LevelInfo, "delivered", []any{"outcome", "success", "status_code", 200, "latency_ms", 3})
+		}
+		b.StopTimer()
+		_ = w.Close()
+		<-drained
 	})
 	b.Run("derived loggers", func(b *testing.B) {
 		b.ReportAllocs()
