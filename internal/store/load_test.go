@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +243,61 @@ func TestDeliveryAndLoad_IgnoresIdsTheRecordDoesNotName(t *testing.T) {
 	}
 	if _, _, err := st.DeliveryAndLoad(ctx, "del_gone", evtID, subID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing delivery: err = %v, want ErrNotFound", err)
+	}
+}
+
+// The record bytes read returns are the caller's, as a copy would be: read
+// takes them out of go-redis's reply without copying (replyBytes), so
+// writing into one caller's bytes must change neither another caller's,
+// read in the same autopipelined reply, nor the next read's.
+func TestRead_RecordBytesAreTheCallers(t *testing.T) {
+	st, c, _ := newStore(t)
+	ctx := context.Background()
+	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	mustSet(t, c, SubscriptionKey(subID), adminSub)
+
+	// Readers in parallel share the autopipeliner's round trips.
+	const readers = 16
+	recs := make([]*DeliveryRecord, readers)
+	bundles := make([]*Bundle, readers)
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Go(func() {
+			rec, pre, err := st.DeliveryAndLoad(ctx, delID, evtID, subID)
+			if err != nil || pre == nil {
+				t.Errorf("DeliveryAndLoad = %v, prefetched %v", err, pre != nil)
+				return
+			}
+			b, err := pre.Bundle()
+			if err != nil {
+				t.Errorf("Bundle: %v", err)
+				return
+			}
+			recs[i], bundles[i] = rec, b
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i := 1; i < readers; i++ {
+		clear(recs[i].Raw)
+		clear(bundles[i].EventRaw)
+		clear(bundles[i].SubscriptionRaw)
+	}
+	if string(recs[0].Raw) != pendingDelivery || string(bundles[0].EventRaw) != storedEvent || string(bundles[0].SubscriptionRaw) != adminSub {
+		t.Errorf("a reader's record bytes changed when other readers wrote into theirs: %q", recs[0].Raw)
+	}
+	rec, pre, err := st.DeliveryAndLoad(ctx, delID, evtID, subID)
+	if err != nil || pre == nil {
+		t.Fatalf("DeliveryAndLoad again = %v", err)
+	}
+	b, err := pre.Bundle()
+	if err != nil {
+		t.Fatalf("Bundle again: %v", err)
+	}
+	if string(rec.Raw) != pendingDelivery || string(b.EventRaw) != storedEvent {
+		t.Errorf("the next read's bytes changed when earlier readers wrote into theirs: %q", rec.Raw)
 	}
 }

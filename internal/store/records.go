@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -189,6 +190,21 @@ func (s *Store) bundle(keys [4]string, vals [][]byte, errs []error) (*Bundle, er
 	return b, nil
 }
 
+// replyBytes is the bytes of a string in an MGET reply, without copying
+// them. go-redis reads each bulk string into a slice of its own, made for
+// that reply (proto.Reader.readStringReply: make, io.ReadFull, then an
+// unsafe view as a string), and nothing else holds it once read has taken
+// the value out of the reply: the slice is the caller's, as a copy would
+// be. The copy cost 2.3 KiB of allocation and a memmove per delivery (the
+// delivery, event, subscription and secret records of each work item).
+// TestRead_RecordBytesAreTheCallers pins that the bytes are the caller's.
+func replyBytes(str string) []byte {
+	if str == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(str), len(str))
+}
+
 // read reads string keys with one MGET: a single command, which an
 // autopipeliner batches with other workers' commands without holding its
 // flush for more from this caller. MGET answers nil both for a missing key
@@ -221,7 +237,7 @@ func (s *Store) read(ctx context.Context, optional int, keys ...string) ([][]byt
 	for i, v := range res {
 		switch str, ok := v.(string); {
 		case ok:
-			vals[i] = []byte(str)
+			vals[i] = replyBytes(str)
 		case i >= optional:
 			errs[i] = fmt.Errorf("%s: %w", strconv.Quote(keys[i]), ErrNotFound)
 		default:
