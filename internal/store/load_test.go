@@ -197,9 +197,7 @@ func TestLoadAndDelivery_FailWithTheRedisErrorWhenRedisIsDown(t *testing.T) {
 func TestDeliveryAndLoad_ReadsTheDeliveryAndItsRecordsInOneRoundTrip(t *testing.T) {
 	st, c, _ := newStore(t)
 	ctx := context.Background()
-	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
-	mustSet(t, c, EventKey(evtID), storedEvent)
-	mustSet(t, c, SubscriptionKey(subID), adminSub)
+	setDeliveryRecords(t, c)
 	mustSet(t, c, SecretKey(subID), "enc:oKGio6SlpqeoqaqrkXAPSCaUdtoREVzd5kdFcPheIhlCI483dCw=")
 	trips := &roundTrips{}
 	c.AddHook(trips)
@@ -253,9 +251,7 @@ func TestDeliveryAndLoad_IgnoresIdsTheRecordDoesNotName(t *testing.T) {
 func TestRead_RecordBytesAreTheCallers(t *testing.T) {
 	st, c, _ := newStore(t)
 	ctx := context.Background()
-	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
-	mustSet(t, c, EventKey(evtID), storedEvent)
-	mustSet(t, c, SubscriptionKey(subID), adminSub)
+	setDeliveryRecords(t, c)
 
 	// Readers in parallel share the autopipeliner's round trips.
 	const readers = 16
@@ -300,4 +296,13 @@ func TestRead_RecordBytesAreTheCallers(t *testing.T) {
 	if string(rec.Raw) != pendingDelivery || string(b.EventRaw) != storedEvent {
 		t.Errorf("the next read's bytes changed when earlier readers wrote into theirs: %q", rec.Raw)
 	}
+}
+
+// setDeliveryRecords writes the delivery, its event and its subscription
+// as admin stores them.
+func setDeliveryRecords(t *testing.T, c *redis.Client) {
+	t.Helper()
+	mustSet(t, c, DeliveryKey(delID), pendingDelivery)
+	mustSet(t, c, EventKey(evtID), storedEvent)
+	mustSet(t, c, SubscriptionKey(subID), adminSub)
 }
