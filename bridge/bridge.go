@@ -48,9 +48,10 @@ type Bridge struct {
 	// makes progress again; Ready reports it.
 	problem atomic.Pointer[error]
 
-	moved, published, duplicates, requeued, recovered, adopted, promoted, undeferred, quarantined atomic.Uint64
+	moved, published, duplicates, requeued, recovered, adopted, promoted, undeferred, quarantined, parked, unparked atomic.Uint64
 
 	routes routing // ordered subscriptions (route.go)
+	holds  holding // intake holds (park.go)
 }
 
 // New checks cfg and returns a Bridge working on the Redis behind rdb (any
@@ -244,6 +245,9 @@ type Stats struct {
 	Undeferred uint64
 	// Quarantined is malformed ids moved to dispatch:failed.
 	Quarantined uint64
+	// Parked is ids left in Redis for a subscription under an intake hold
+	// (park.go); Unparked is parked ids put back into dispatch:pending.
+	Parked, Unparked uint64
 }
 
 // Stats returns the counters. It is safe to call while Run runs.
@@ -258,6 +262,8 @@ func (b *Bridge) Stats() Stats {
 		Promoted:    b.promoted.Load(),
 		Undeferred:  b.undeferred.Load(),
 		Quarantined: b.quarantined.Load(),
+		Parked:      b.parked.Load(),
+		Unparked:    b.unparked.Load(),
 	}
 }
 

@@ -93,7 +93,9 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, known map[strin
 	if err != nil {
 		errs = append(errs, err)
 	}
-	plain, lines := b.items(good, b.origins(actx, good, known))
+	origins := b.origins(actx, good, known)
+	good, origins, parked := b.park(actx, good, origins)
+	plain, lines := b.items(good, origins)
 	acked, dups, failed, err := b.publish(plain)
 	remaining = append(remaining, failed...)
 	if err != nil {
@@ -115,6 +117,8 @@ func (b *Bridge) publishBatch(ctx context.Context, ids []string, known map[strin
 	if recovered {
 		b.recovered.Add(uint64(len(acked)))
 	}
+	// Parked ids leave the processing list as published ones do.
+	acked = append(acked, parked...)
 	switch {
 	case len(acked) > 0 && !recovered && len(remaining) == 0:
 		// The whole batch is out: the dispatch loop's next move removes

@@ -19,16 +19,19 @@ func (b *Bridge) promoteLoop(ctx context.Context) {
 	failing, migrated := false, false
 	for {
 		err := b.promoteDue(ctx)
+		if perr := b.unpark(ctx); err == nil {
+			err = perr
+		}
 		if err == nil && !migrated {
 			err = b.migrateDeferred(ctx)
 			migrated = err == nil
 		}
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
-			b.log.Warn("promoting due ids from dispatch:retry failed; retrying every poll", "err", err)
+			b.log.Warn("promoting due ids from dispatch:retry or jetrelay:intake:parked failed; retrying every poll", "err", err)
 			failing = true
 		case err == nil && failing:
-			b.log.Info("promoting from dispatch:retry works again")
+			b.log.Info("promoting from dispatch:retry and jetrelay:intake:parked works again")
 			failing = false
 		}
 		select {

@@ -68,6 +68,9 @@ var (
 // gobreaker's: once openUntil passes, gobreaker is already half-open.
 type breakers struct {
 	cfg BreakerConfig
+	// onTrip, when set, is told of every opening with its end; it is
+	// called with gobreaker's lock held and must not block.
+	onTrip func(id string, until time.Time)
 	mu  sync.Mutex
 	lru *list.List // of *breaker, most recently used at the front
 	m   map[string]*list.Element
@@ -196,7 +199,11 @@ func (s *breakers) get(id string, now time.Time) *breaker {
 				if trips == 1 {
 					b.openedAt.Store(now.UnixNano())
 				}
-				b.openUntil.Store(now.Add(s.openFor(trips)).UnixNano())
+				until := now.Add(s.openFor(trips))
+				b.openUntil.Store(until.UnixNano())
+				if s.onTrip != nil {
+					s.onTrip(b.id, until)
+				}
 			case gobreaker.StateClosed:
 				b.trips.Store(0)
 				b.openUntil.Store(0)

@@ -79,6 +79,8 @@ func (e *Engine) holdForBreaker(h *handling) settlement {
 		return e.infraRetry(h, fmt.Errorf("schedule held-check: %w", err))
 	}
 	e.reportWait(h, reasonBreakerOpen, releaseBy)
+	probeAt, _ := e.breakers.probeAt(sub, h.now)
+	e.intake.hold(h, reasonBreakerOpen, probeAt)
 	return ack()
 }
 

@@ -20,7 +20,8 @@ func slowPolicy() *proto.RetryPolicy {
 	return &proto.RetryPolicy{MaxRetries: ptr(6), InitialDelayMs: ptr(int64(20_000)), BackoffMultiplier: ptr(2.0), MaxDelayMs: ptr(int64(60_000))}
 }
 
-// heldCount is how many deliveries subscription sub holds in the stream.
+// heldCount is how many deliveries subscription sub holds: in the stream,
+// held for its breaker, and parked in Redis under its intake hold.
 func (e *env) heldCount(t *testing.T, sub string) int {
 	t.Helper()
 	ctx := context.Background()
@@ -32,7 +33,18 @@ func (e *env) heldCount(t *testing.T, sub string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(info.State.Subjects)
+	return len(info.State.Subjects) + e.parkedCount(t, sub)
+}
+
+// parkedCount is how many of sub's deliveries a bridge left in Redis
+// under its intake hold.
+func (e *env) parkedCount(t *testing.T, sub string) int {
+	t.Helper()
+	n, err := e.store.ParkedCount(context.Background(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
 }
 
 // settled reports whether every delivery of ids was either sent or is held

@@ -85,6 +85,11 @@ type Config struct {
 	// naming the subscription (linehealth.go). Default
 	// DefaultLineFailingAfter.
 	LineFailingAfter time.Duration
+	// NoIntakeHolds keeps this replica from writing intake holds
+	// (intakehold.go): every delivery of a subscription whose breaker is
+	// open or whose sends hang then still comes through the queue, to be
+	// held or put off there.
+	NoIntakeHolds bool
 }
 
 // fastAnswer: a subscription whose sends take less than this on average
@@ -207,6 +212,7 @@ type Engine struct {
 	busy      *busyLines                      // deliveries parked while their subscription is at its limit here
 	putOffs   *groupcommit.Committer[*putOff] // put-offs written in bulk (putoffs.go)
 	checks    *checkReads                     // shared reads of pending held-checks (checkreads.go)
+	intake    *intakeHolds                    // the intake holds this replica wrote (intakehold.go)
 	shortBusy *shortNaks                      // budget of fast subscriptions' busy waits as delayed naks (wait.go)
 	alive     *keepAlive
 	lineAlive *keepAlive            // items of ordered lines, whose AckWait is short (ordered.go)
@@ -234,6 +240,8 @@ func New(rdb store.Client, js jetstream.JetStream, reg *transport.Registry, cfg 
 	}
 	e.successes = newSuccessLedger(e)
 	e.breakers = newBreakers(cfg.Breaker)
+	e.intake = newIntakeHolds(e)
+	e.breakers.onTrip = e.intake.renew
 	e.workers = newWorkers(cfg.MinWorkers, cfg.Workers, cfg.MemoryBudget)
 	e.inflight = newInflight(e.workers, cfg.MaxInFlight, fastAnswer)
 	e.busy = newBusyLines(cfg.Queue.MaxAckPending, e.inflight.pool.Room)

@@ -155,6 +155,7 @@ func waitCleared(cur *proto.Delivery) store.Patch {
 // recordSuccess marks the delivery SUCCESS, clears its retry fields and, in
 // the same atomic write, resets the subscription's consecutive_failures.
 func (e *Engine) recordSuccess(h *handling, o outcome) settlement {
+	e.intake.succeeded(h.delivery().SubscriptionID)
 	now := time.Now()
 	var reset bool
 	wrote, err := e.write(h, h.b.SubscriptionRaw, func(cur *proto.Delivery, sub *proto.Subscription) (store.Patch, store.Patch, error) {

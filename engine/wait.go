@@ -91,8 +91,12 @@ func (e *Engine) wait(h *handling, until time.Time, reason string) settlement {
 		e.reportWait(h, reason, until)
 		return shortNak(max(w, 0))
 	}
-	msg := queue.NewScheduleMsg(e.cfg.Queue, h.id, until)
 	d := h.delivery()
+	if reason == reasonBusy && e.inflight.pool.Stalled(d.SubscriptionID, stallAfter) {
+		// Its sends hang: its next deliveries wait in Redis (intakehold.go).
+		e.intake.hold(h, reasonBusy, until)
+	}
+	msg := queue.NewScheduleMsg(e.cfg.Queue, h.id, until)
 	queue.SetRoute(msg, queue.Route{SubscriptionID: d.SubscriptionID, EventID: d.EventID})
 	span := e.startWaiting(h, msg, until)
 	note := reason

@@ -444,6 +444,25 @@ func (p *Pool) Freeing(id string) bool {
 	return now.Sub(e.answered) < p.cfg.FastAnswer || e.inflight > 0 && now.Sub(e.sendingSince) < p.cfg.FastAnswer
 }
 
+// Stalled reports whether endpoint id has sends running and none of them
+// has ended with an answer, nor began, for at least four times its known
+// latency and at least after: a black hole, or a backend behind the
+// endpoint gone. A slow but healthy endpoint answers about every latency
+// / limit.
+func (p *Pool) Stalled(id string, after time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.keys[id]
+	if e == nil || e.inflight == 0 {
+		return false
+	}
+	last := e.sendingSince
+	if e.answered.After(last) {
+		last = e.answered
+	}
+	return p.cfg.Now().Sub(last) >= max(after, 4*e.limit.Latency())
+}
+
 // Fast reports whether endpoint id is known to answer within FastAnswer:
 // a worker refused a slot of it waits in Acquire, since one frees within
 // milliseconds.

@@ -193,6 +193,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			NoAutoPipeline:  !cfg.RedisAutoPipeline,
 			InactiveRecheck: cfg.InactiveRecheck,
 			AllowUnsigned:   cfg.AllowUnsigned,
+			NoIntakeHolds:   !cfg.IntakeHolds,
 			// Standard Webhooks (docs/security.md).
 			StandardWebhooks: cfg.StandardWebhooks, SecretRotationGrace: cfg.SecretRotationGrace,
 			Ordering: proto.Ordering(cfg.Ordering),

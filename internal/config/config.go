@@ -79,6 +79,7 @@ type Config struct {
 	InactivePolicy    string
 	InactiveRecheck   time.Duration
 	DrainTimeout      time.Duration
+	IntakeHolds       bool // JETRELAY_INTAKE_HOLDS: bridges park a held subscription's new deliveries in Redis
 
 	// Ordering is the fleet default ordering (docs/ordering.md).
 	Ordering string // JETRELAY_ORDERING
@@ -164,6 +165,7 @@ func options() []option {
 		{"JETRELAY_BREAKER_MAX_OPEN", "breaker-max-open", "5m", "cap of a breaker's open period", setDuration(func(c *Config) *time.Duration { return &c.BreakerMaxOpenFor })},
 		{"JETRELAY_MAX_IN_FLIGHT_PER_SUBSCRIPTION", "max-in-flight-per-subscription", "0", "upper bound of the adaptive number of concurrent sends to one subscription per replica (0: no bound but the workers)", setInt(func(c *Config) *int { return &c.MaxInFlight })},
 		{"JETRELAY_PARK_AFTER", "park-after", "1s", "retry waits, and a fast-answering subscription's busy waits, longer than this (and every other wait: breaker, a subscription busy past its parked line, Redis outage, a secret not stored yet) become JetStream message schedules instead of delayed naks holding an ack slot; a fast subscription's busy wait that gets no delayed nak parks in memory first while it frees slots", setDuration(func(c *Config) *time.Duration { return &c.ParkAfter })},
+		{"JETRELAY_INTAKE_HOLDS", "intake-holds", "true", "while a subscription's breaker is open or its sends hang at its limit, bridges leave its new deliveries in Redis (jetrelay:intake:parked:<id>, their records noting why and until when) instead of queueing each one, and put them back when it answers again or their schedule ends; false: every delivery goes through JetStream and waits there", setBool(func(c *Config) *bool { return &c.IntakeHolds })},
 		{"JETRELAY_INACTIVE_SUBSCRIPTIONS", "inactive-subscriptions", "defer", "deliveries of a PAUSED/DISABLED subscription: defer (held until re-enabled or stale) or fail (the reference's behaviour)", setString(func(c *Config) *string { return &c.InactivePolicy })},
 		{"JETRELAY_INACTIVE_RECHECK", "inactive-recheck", "5s", "how often a PAUSED/DISABLED subscription holding deliveries is checked: how soon they go out once it is ACTIVE again", setDuration(func(c *Config) *time.Duration { return &c.InactiveRecheck })},
 		{"JETRELAY_ORDERING", "ordering", "none", "fleet default ordering of a subscription's deliveries: none (parallel), first-attempt (first sends one at a time in enqueue order) or strict (each waits until every earlier one is final); a subscription's own setting (jetrelay subscriptions set-ordering) wins", setString(func(c *Config) *string { return &c.Ordering })},

@@ -144,6 +144,8 @@ func (m *Metrics) WatchBridge(stats func() bridge.Stats) {
 		c("promoted", "Ids promoted from the reference service's dispatch:retry ZSET.", func(s bridge.Stats) uint64 { return s.Promoted }),
 		c("undeferred", "Deliveries an older jetrelay left in jetrelay:deferred, moved into dispatch:pending once at start-up.", func(s bridge.Stats) uint64 { return s.Undeferred }),
 		c("quarantined", "Malformed ids moved to dispatch:failed.", func(s bridge.Stats) uint64 { return s.Quarantined }),
+		c("parked", "Never-sent deliveries left in Redis (jetrelay:intake:parked:<subscription>) because their subscription is under an intake hold (breaker open, or its sends hanging at its limit).", func(s bridge.Stats) uint64 { return s.Parked }),
+		c("unparked", "Parked deliveries put back into dispatch:pending: due, the hold over, or one at a time as a probe.", func(s bridge.Stats) uint64 { return s.Unparked }),
 	}
 	descs := make([]*prometheus.Desc, len(fields))
 	for i, f := range fields {

@@ -24,6 +24,10 @@ const (
 	LegacyRetry = "legacy_retry"
 	// LegacyDeferred: in jetrelay:deferred, left by an older jetrelay.
 	LegacyDeferred = "legacy_deferred"
+	// Parked: left in Redis by a bridge while its subscription is under
+	// an intake hold (store.ParkedZSet); At is when it goes back at the
+	// latest.
+	Parked = "parked"
 	// Scheduled: a JetStream wake-up will fire it.
 	Scheduled = "scheduled"
 	// Held: held for a subscription that is not ACTIVE.
@@ -115,6 +119,14 @@ func (l *Locator) Locate(ctx context.Context, ds []*proto.Delivery) ([]Place, er
 		}
 		switch where {
 		case "":
+			at, parked, err := l.st.ParkedAt(ctx, d.SubscriptionID, d.DeliveryID)
+			if err != nil {
+				return nil, err
+			}
+			if parked {
+				out[i] = Place{Kind: Parked, Where: store.ParkedZSet(d.SubscriptionID), At: at}
+				continue
+			}
 			rest = append(rest, i)
 		case store.PendingList:
 			out[i] = Place{Kind: RedisPending, Where: where}

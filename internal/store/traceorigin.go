@@ -18,6 +18,14 @@ type TraceOrigin struct {
 	// work item's headers (queue.SetRoute).
 	SubscriptionID string
 	EventID        string
+	// Status, AttemptedAt (as stored) and Attempts tell a bridge whether
+	// the delivery was ever sent, and since when it exists, for the intake
+	// hold of its subscription (intake.go).
+	Status, AttemptedAt string
+	Attempts            int64
+	// Raw is the record as read: a bridge that parks the delivery writes
+	// its wait note over exactly these bytes, or not at all.
+	Raw string
 }
 
 // TraceOrigins reads the trace origin of each delivery in one round trip,
@@ -46,8 +54,9 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 // publish traced (and the engine checks the ids against the record it
 // reads).
 func traceOriginOf(raw string) TraceOrigin {
-	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id")
+	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id", "status", "attempted_at", "attempts")
 	inbound := r[2].Type == gjson.True
 	d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
-	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String()}
+	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String(),
+		Status: r[5].String(), AttemptedAt: r[6].String(), Attempts: r[7].Int(), Raw: raw}
 }

@@ -1,0 +1,228 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+// Waiting at intake (docs/isolation.md). An engine that finds a
+// subscription unable to take deliveries (its breaker open, or its sends
+// hanging at its in-flight limit) writes an intake hold for it
+// (store.IntakeHold). While the hold lasts, the bridge parks the
+// subscription's never-sent deliveries in Redis instead of publishing
+// them: each then costs its share of a move and one ZADD, not a work item
+// stored, fetched, read, decided, written back and stored again as a
+// wake-up or a held copy. A black hole's backlog no longer takes the
+// machine from everyone else.
+//
+// Parking never keeps a delivery from its schedule. Each parked id is
+// scored with the latest time it must be handled (its attempted_at plus
+// the hold's Span: the end of its retry schedule, or its stale cutoff),
+// and the bridge's poll (unpark) puts it back into dispatch:pending then,
+// ahead of everything else, for the engine's last-chance send: a dead
+// endpoint is still failed and auto-disabled on the reference's timeline.
+// The rest go back when the hold ends:
+//
+//   - an engine that sees a success (or an operator's change) clears the
+//     hold: everything parked goes back at the next poll;
+//   - an engine renews the hold at every trip of the breaker and every
+//     written busy put-off, so it lasts while the endpoint stays down;
+//   - once its Until has passed, one parked id goes back per poll: the
+//     engine sends it as its breaker's probe (or holds it again, renewing
+//     the hold), so a subscription whose engines stopped renewing is
+//     probed and not left waiting;
+//   - past Until + Grace (no engine renewed it: the endpoint is back, or
+//     the engines that held it are gone), the hold is dropped and
+//     everything goes back.
+//
+// Only deliveries never sent (attempts 0, status PENDING) of unordered
+// subscriptions are parked: a retry keeps its own wake-up, and an ordered
+// line keeps its order in its own subject.
+
+// holdsRefresh is how stale a bridge's copy of the intake holds may be:
+// the ids of a newly held subscription moved within it still go out (at a
+// full drain's rate, a couple of hundred). One HGETALL of a hash of a few
+// entries each time: a fortieth of a round trip per millisecond.
+const holdsRefresh = 25 * time.Millisecond
+
+// holding caches the intake holds.
+type holding struct {
+	mu     sync.Mutex
+	holds  map[string]store.IntakeHold
+	readAt time.Time
+}
+
+// current returns the holds, reading them when the copy is older than
+// holdsRefresh. A read that fails keeps the last copy.
+func (b *Bridge) currentHolds(ctx context.Context) map[string]store.IntakeHold {
+	h := &b.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.readAt) >= holdsRefresh {
+		if m, err := b.store.IntakeHoldsAll(ctx); err == nil {
+			h.holds, h.readAt = m, time.Now()
+		} else {
+			b.log.Warn("cannot read the intake holds; keeping the last copy", "err", err)
+			h.readAt = time.Now()
+		}
+	}
+	return h.holds
+}
+
+// park parks the ids among ids whose subscription is under an intake hold
+// and returns the others with their origins, and the parked ids. When the
+// origins are unknown or parking fails, nothing is parked: publishing is
+// the lossless side to err on.
+func (b *Bridge) park(ctx context.Context, ids []string, origins []store.TraceOrigin) (rest []string, restOrigins []store.TraceOrigin, parked []string) {
+	if origins == nil || len(ids) == 0 {
+		return ids, origins, nil
+	}
+	holds := b.currentHolds(ctx)
+	if len(holds) == 0 {
+		return ids, origins, nil
+	}
+	now := time.Now()
+	var toPark []store.ParkedID
+	for i, id := range ids {
+		o := origins[i]
+		h, ok := holds[o.SubscriptionID]
+		if !ok || !now.Before(h.Until.Add(h.Grace)) || o.Attempts != 0 || o.Status != string(proto.DeliveryPending) || b.ordered(o.SubscriptionID) {
+			continue
+		}
+		created, err := proto.ParseInstant(o.AttemptedAt)
+		if err != nil {
+			continue
+		}
+		due := created.Add(h.Span)
+		if !due.After(now.Add(time.Second)) {
+			continue // due now: the engine gives it its send
+		}
+		toPark = append(toPark, store.ParkedID{ID: id, SubID: o.SubscriptionID, Reason: h.Reason, Raw: o.Raw, DueMs: due.UnixMilli()})
+	}
+	if len(toPark) == 0 {
+		return ids, origins, nil
+	}
+	parked, err := b.store.Park(ctx, toPark)
+	if err != nil {
+		// Those of its subscriptions parked before the error stay parked;
+		// the rest are published.
+		b.log.Warn("cannot park deliveries of held subscriptions; publishing them", "ids", len(toPark)-len(parked), "err", err)
+	}
+	if len(parked) == 0 {
+		return ids, origins, nil
+	}
+	done := make(map[string]bool, len(parked))
+	for _, id := range parked {
+		done[id] = true
+	}
+	rest, restOrigins = make([]string, 0, len(ids)-len(parked)), make([]store.TraceOrigin, 0, len(ids)-len(parked))
+	for i, id := range ids {
+		if !done[id] {
+			rest, restOrigins = append(rest, id), append(restOrigins, origins[i])
+		}
+	}
+	b.parked.Add(uint64(len(parked)))
+	return rest, restOrigins, parked
+}
+
+// unpark puts parked ids back into dispatch:pending: every id whose time
+// has come, one id of a subscription whose hold has passed its Until (a
+// probe), and everything of a subscription whose hold is gone or has
+// passed Until + Grace (that hold is dropped). Any bridge may run it at
+// any time: each move is one atomic script.
+func (b *Bridge) unpark(ctx context.Context) error {
+	subs, err := b.store.ParkedSubs(ctx)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	holds, err := b.store.IntakeHoldsAll(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	// The dispatch loop parks by this copy from now on: what goes back
+	// below is not parked again on an older one.
+	b.holds.mu.Lock()
+	b.holds.holds, b.holds.readAt = holds, now
+	b.holds.mu.Unlock()
+	for _, sub := range subs {
+		h, held := holds[sub]
+		if held && !now.Before(h.Until.Add(h.Grace)) {
+			if err := b.store.ClearIntakeHold(ctx, sub); err != nil {
+				return err
+			}
+			b.log.Info("intake hold not renewed in time; putting its parked deliveries back", "subscription_id", sub, "reason", h.Reason, "since", h.Since)
+			held = false
+		}
+		if err := b.unparkScored(ctx, sub, strconv.FormatInt(now.UnixMilli(), 10), 0); err != nil {
+			return err
+		}
+		switch {
+		case !held:
+			err = b.unparkScored(ctx, sub, "+inf", 0)
+		case !now.Before(h.Until):
+			err = b.probe(ctx, sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probe publishes sub's oldest parked delivery as a work item of its own,
+// then removes it from the parked ones: the engine sends it as its
+// breaker's probe, or holds it again and renews the hold. It is published
+// directly, not put back into dispatch:pending, where it would be parked
+// again while the hold lasts. A crash between the two publishes it again
+// at the next poll, as a duplicate JetStream absorbs.
+func (b *Bridge) probe(ctx context.Context, sub string) error {
+	ids, err := b.store.OldestParked(ctx, sub, 1)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	if err := b.store.Unwait(ctx, ids[0]); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	plain, lines := b.items(ids, b.readOrigins(ctx, ids))
+	plain = append(plain, lines...)
+	for i := range plain {
+		plain[i].subject = "" // parked deliveries are never ordered ones
+	}
+	stored, dups, _, err := b.publish(plain)
+	out := stored
+	for _, d := range dups {
+		out = append(out, d.id)
+	}
+	for _, id := range out {
+		if rerr := b.store.Unpark(ctx, sub, id); rerr != nil {
+			return rerr
+		}
+		b.unparked.Add(1)
+	}
+	return err
+}
+
+// unparkScored moves sub's parked ids scored up to maxScore back, up to
+// limit of them (0: all, a batch at a time).
+func (b *Bridge) unparkScored(ctx context.Context, sub, maxScore string, limit int) error {
+	batch := b.cfg.RetryBatchSize
+	if limit > 0 {
+		batch = min(batch, limit)
+	}
+	for moved := 0; limit == 0 || moved < limit; {
+		n, err := b.store.ReleaseParked(ctx, sub, maxScore, batch)
+		b.unparked.Add(uint64(n))
+		moved += n
+		if err != nil || n < batch {
+			return err
+		}
+	}
+	return nil
+}

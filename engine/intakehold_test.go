@@ -1,0 +1,122 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jetrelay/jetrelay/engine"
+	"github.com/jetrelay/jetrelay/internal/admin"
+	"github.com/jetrelay/jetrelay/internal/store"
+	"github.com/jetrelay/jetrelay/proto"
+)
+
+func TestIntakeHold_ABacklogBehindAnOpenBreakerWaitsInRedisNotInTheQueueAndGoesOutWhenTheEndpointAnswers(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Second, MaxOpenFor: 16 * time.Second}
+	}})
+	sub := openBreaker(t, e, down, slowPolicy())
+	// One never-sent delivery held for the breaker writes the hold.
+	first := e.deliver(t, sub, e.event(), nil)
+	var hold store.IntakeHold
+	waitFor(t, 10*time.Second, "the subscription's intake hold", func() bool {
+		h, ok, err := e.store.IntakeHoldOf(context.Background(), sub)
+		hold = h
+		return err == nil && ok
+	})
+	if hold.Reason != "breaker_open" || !hold.Until.After(hold.Since) || hold.Span <= 0 {
+		t.Fatalf("hold = %+v; want breaker_open with an end and the schedule's span", hold)
+	}
+
+	// The bridge reads the holds every 25 ms: once one delivery is
+	// parked, it has seen this one.
+	e.deliver(t, sub, e.event(), nil)
+	waitFor(t, 10*time.Second, "the bridge parking the subscription's deliveries", func() bool { return e.parkedCount(t, sub) == 1 })
+	before := handled(e.engine)
+	const backlog = 200
+	ids := make([]string, backlog)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	waitFor(t, 20*time.Second, "the backlog parked", func() bool { return e.parkedCount(t, sub) >= backlog-10 })
+	// Parked, not queued: the engine handled a few work items (those the
+	// bridge moved before it read the hold, and probes), not the backlog.
+	if n := handled(e.engine) - before; n > 40 {
+		t.Errorf("the engine handled %d work items for a backlog of %d behind an open breaker; want the backlog left in Redis", n, backlog)
+	}
+	// Each parked record says why and until when it waits: the end of
+	// its schedule, when it is back for its last-chance send at the latest.
+	for _, id := range ids {
+		rec, err := e.store.Delivery(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, parked, err := e.store.ParkedAt(context.Background(), sub, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !parked {
+			continue
+		}
+		want := rec.AttemptedAt.Add(hold.Span)
+		if rec.Waiting == nil || *rec.Waiting != "breaker_open" || rec.NextRetryAt == nil || !rec.NextRetryAt.Equal(at) || at.Sub(want).Abs() > time.Millisecond || rec.Attempts != 0 {
+			t.Errorf("parked record = %s, due %s; want jetrelay_waiting breaker_open, next_retry_at at its schedule's end (%s), no attempt", rec.Raw, at, want)
+		}
+	}
+
+	// The endpoint recovers: a probe's success clears the hold, and the
+	// whole backlog goes out, once each.
+	down.healthy.Store(true)
+	waitFor(t, 30*time.Second, "the parked backlog delivered", func() bool { return e.heldCount(t, sub) == 0 })
+	for _, id := range append(ids, first) {
+		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
+			t.Fatalf("record = %s; want SUCCESS once the endpoint is back", rec.Raw)
+		}
+	}
+	if _, ok, _ := e.store.IntakeHoldOf(context.Background(), sub); ok {
+		t.Errorf("the intake hold is still there after the endpoint answered")
+	}
+}
+
+func TestIntakeHold_DeliveriesOfAnEndpointWhoseSendsHangWaitInRedis(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	hole := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	})
+	e := newEnv(t, envOptions{handler: hole, timeout: time.Minute, engine: func(c *engine.Config) {
+		c.AttemptTimeout = 2 * time.Minute
+	}})
+	// After the env's: cleanups run last first, and the receiver's Close
+	// waits for the hanging requests.
+	t.Cleanup(func() { close(hang) })
+	sub, _, _ := e.subscribe(t, "/custom/hole", nil, func(s *admin.Subscription) {
+		s.RetryPolicy = slowPolicy()
+		s.DisableAfterFailures = 10_000
+	})
+	const backlog = 400
+	for range backlog {
+		e.deliver(t, sub, e.event(), nil)
+	}
+	var hold store.IntakeHold
+	waitFor(t, 30*time.Second, "an intake hold for the stalled subscription", func() bool {
+		h, ok, err := e.store.IntakeHoldOf(context.Background(), sub)
+		hold = h
+		return err == nil && ok
+	})
+	if hold.Reason != "subscription_busy" {
+		t.Errorf("hold = %+v; want subscription_busy (its sends hang; its breaker has seen no failure)", hold)
+	}
+	// The next ones wait in Redis, not as wake-ups in the queue.
+	before := e.parkedCount(t, sub)
+	for range 100 {
+		e.deliver(t, sub, e.event(), nil)
+	}
+	waitFor(t, 10*time.Second, "the new deliveries parked", func() bool { return e.parkedCount(t, sub) >= before+100 })
+}
