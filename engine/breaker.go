@@ -71,9 +71,9 @@ type breakers struct {
 	// onTrip, when set, is told of every opening with its end; it is
 	// called with gobreaker's lock held and must not block.
 	onTrip func(id string, until time.Time)
-	mu  sync.Mutex
-	lru *list.List // of *breaker, most recently used at the front
-	m   map[string]*list.Element
+	mu     sync.Mutex
+	lru    *list.List // of *breaker, most recently used at the front
+	m      map[string]*list.Element
 }
 
 type breaker struct {
