@@ -43,7 +43,9 @@ import (
 //
 // Only deliveries never sent (attempts 0, status PENDING) of unordered
 // subscriptions are parked: a retry keeps its own wake-up, and an ordered
-// line keeps its order in its own subject.
+// line keeps its order in its own subject. A delivery an operator
+// requeued since the hold began is not parked either: a redrive is fresh
+// evidence that closes the breakers that opened before it (docs/operations.md).
 
 // holdsRefresh is how stale a bridge's copy of the intake holds may be:
 // the ids of a newly held subscription moved within it still go out (at a
@@ -98,6 +100,14 @@ func (b *Bridge) park(ctx context.Context, ids []string, origins []store.TraceOr
 		created, err := proto.ParseInstant(o.AttemptedAt)
 		if err != nil {
 			continue
+		}
+		if o.RequeuedAt != "" {
+			// An operator's redrive is fresh evidence (the engine closes
+			// an older breaker on it): one made since the hold began goes
+			// to the engine.
+			if at, err := proto.ParseInstant(o.RequeuedAt); err != nil || !at.Before(h.Since) {
+				continue
+			}
 		}
 		due := created.Add(h.Span)
 		if !due.After(now.Add(time.Second)) {

@@ -64,15 +64,23 @@ func TestRun_ParksNeverSentDeliveriesOfAHeldSubscriptionUntilItsHoldIsCleared(t 
 	if err := st.SetIntakeHold(ctx, "whsub_bad", hold(now.Add(time.Hour), 2*time.Hour, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
+	// Nor is a redrive made since the hold began: fresh evidence the
+	// engine must see.
+	requeued := proto.Instant{Time: time.Now()}
+	raw, _ := json.Marshal(proto.Delivery{DeliveryID: "del_bad_requeued", SubscriptionID: "whsub_bad", EventID: "evt_1", Status: proto.DeliveryPending, AttemptedAt: &requeued, RequeuedAt: &requeued})
+	if err := e.rdb.Set(ctx, "delivery:del_bad_requeued", raw, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	queued = append(queued, "del_bad_requeued")
 	e.lpush(t, "dispatch:pending", queued)
 	b := e.newBridge(t, bridge.Config{RetryPoll: 50 * time.Millisecond})
 	start(t, b)
 
 	eventually(t, 10*time.Second, "the healthy and the retrying deliveries published, the held ones parked", func() bool {
-		return e.streamMsgs(t) == 11 && len(e.parked(t, "whsub_bad")) == 10 && e.llens(t, "dispatch:pending", "dispatch:processing:test-bridge") == 0
+		return e.streamMsgs(t) == 12 && len(e.parked(t, "whsub_bad")) == 10 && e.llens(t, "dispatch:pending", "dispatch:processing:test-bridge") == 0
 	})
 	inStream := e.streamIDs(t)
-	for _, id := range append(good, "del_bad_retry") {
+	for _, id := range append(good, "del_bad_retry", "del_bad_requeued") {
 		if inStream[id] != 1 {
 			t.Errorf("%s stored %d times, want once", id, inStream[id])
 		}
@@ -97,7 +105,7 @@ func TestRun_ParksNeverSentDeliveriesOfAHeldSubscriptionUntilItsHoldIsCleared(t 
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the parked deliveries published after the hold ended", func() bool {
-		return e.streamMsgs(t) == 21
+		return e.streamMsgs(t) == 22
 	})
 	inStream = e.streamIDs(t)
 	for _, id := range queued {
@@ -115,8 +123,8 @@ func TestRun_ParksNeverSentDeliveriesOfAHeldSubscriptionUntilItsHoldIsCleared(t 
 	if n, err := e.rdb.SCard(ctx, store.ParkedSubscriptions).Result(); err != nil || n != 0 {
 		t.Errorf("%s holds %d subscriptions (%v), want none once nothing is parked", store.ParkedSubscriptions, n, err)
 	}
-	if s := b.Stats(); s.Parked != 10 || s.Unparked != 10 || s.Published != 21 {
-		t.Errorf("stats %+v, want 10 parked, 10 unparked, 21 published", s)
+	if s := b.Stats(); s.Parked != 10 || s.Unparked != 10 || s.Published != 22 {
+		t.Errorf("stats %+v, want 10 parked, 10 unparked, 22 published", s)
 	}
 }
 

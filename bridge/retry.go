@@ -54,7 +54,8 @@ func (b *Bridge) promoteDue(ctx context.Context) error {
 // same atomic script: from there the reliable path publishes it, and the
 // engine puts off again whatever is not due yet (its record's
 // next_retry_at) as a JetStream wake-up. An upgrade therefore loses
-// nothing, and nothing is ever parked in Redis again.
+// nothing, and no put-off is parked in Redis again (intake holds leave
+// never-sent deliveries there, which is another matter: park.go).
 func (b *Bridge) migrateDeferred(ctx context.Context) error {
 	n, err := b.moveScored(ctx, store.LegacyDeferredZSet, "+inf")
 	b.undeferred.Add(n)

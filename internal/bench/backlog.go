@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/jetrelay/jetrelay/bridge"
 	"github.com/jetrelay/jetrelay/engine"
 	"github.com/jetrelay/jetrelay/internal/admin"
 	"github.com/jetrelay/jetrelay/internal/store"
@@ -93,6 +94,7 @@ type backlogCase struct {
 	badSends, badFailed int            // requests its endpoint saw; attempts that failed (logged)
 	badPutOffs          map[string]int // reason → put-offs logged
 	parks               engine.ParkStats
+	bridge              bridge.Stats // Parked and Unparked are the bad subscription's
 	// putOffPath is the CPU of the drain's profile samples in the
 	// engine's put-off path (putOffPathOf), scaled to this process's CPU;
 	// profiled is false when the case could not be profiled.
@@ -317,6 +319,7 @@ func runBacklogCase(ctx context.Context, b *benchContext, o *backlogOptions, bad
 		c.putOffPath = time.Duration(float64(c.cpu) * float64(summary.components[stepPutOffs]) / float64(summary.samples))
 	}
 	c.parks = env.stack.Engine().ParkStats()
+	c.bridge = env.stack.Bridge().Stats()
 	var last time.Time
 	for _, r := range f.sink.receipts() {
 		c.received++

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetrelay/jetrelay/bridge"
 )
 
 // backlogRound builds one round's four cases from the healthy rate and
@@ -39,6 +41,7 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		// beside the black hole (the healthy one's 1000 put-offs
 		// counted in), 20, 25, 30 µs beside the 503 endpoint.
 		r[1].healthyPutOffs = map[string]int{"subscription_busy": 1000}
+		r[1].bridge = bridge.Stats{Parked: 4000, Unparked: 10}
 		r[1].profiled, r[1].putOffPath = true, us(30+5*i)*6000
 		r[2].profiled, r[2].putOffPath = true, us(20+5*i)*5000
 	}
@@ -56,7 +59,7 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		// item's intake (the floor above alone: 50, 50, 60 µs).
 		"One put-off, median over the rounds: 50 µs beside a black hole (5000 subscription_busy); 60 µs beside an endpoint answering 503 (4000 breaker_open, 1000 retry).",
 		"the intake of one work item, the floor's CPU above alone's per item it added: 50 µs.",
-		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 50 µs | 35.0 µs |",
+		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 4000 (10) | 50 µs | 35.0 µs |",
 		"The engine's own put-off path, median over the rounds (lowest–highest): 35.0 µs beside a black hole (30.0–40.0); 25.0 µs beside an endpoint answering 503 (20.0–30.0).",
 	} {
 		if !strings.Contains(doc, want) {

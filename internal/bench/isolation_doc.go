@@ -56,11 +56,64 @@ them queue behind its own work; four mechanisms stop that.
   The timeline above shows the rate of work coming back next to the healthy
   p99 of each period.
 
-What remains shared is the machine: every put-off still costs a fetch,
-Redis reads, a record write and a schedule (the writes of put-offs that
-come together batched: one script call and one burst of publishes per
-batch), and the bridge moves every queued delivery through JetStream. The table above shows what that costs the healthy
-subscriptions here.
+What remains shared is the machine: every work item a bad endpoint gets
+costs a fetch, Redis reads, a record write and a schedule (the writes of
+put-offs that come together batched: one script call and one burst of
+publishes per batch), and the bridge moves every queued delivery out of
+Redis. Intake holds (next) keep most of a bad endpoint's deliveries from
+becoming work items at all. The table above shows what the rest costs the
+healthy subscriptions here.
+
+### Waiting at intake
+
+A work item costs about half a delivery before anything can be decided about
+it: the bridge's move and publish, JetStream storing it, the engine's fetch,
+reads and ack, then its wake-up or held copy stored again. Holding a dead
+endpoint's backlog in JetStream therefore still took half the machine from
+everyone else (the backlog section below measured 0.41 to 0.56 of a
+healthy subscription's rate beside one before intake holds). So the waiting starts earlier:
+
+- When a replica holds a never-sent delivery for an open breaker, or writes a
+  busy put-off for a subscription whose sends have hung at its limit with no
+  answer for 200 ms (and four times its known latency: a slow endpoint that
+  answers is not stalled), it writes the subscription's **intake hold**
+  (` + "`" + `jetrelay:intake:holds` + "`" + `): its reason, until when (the breaker's next
+  probe, or the put-off's wake-up), and how long a never-sent delivery of the
+  subscription has until its retry schedule ends. Once per open period: a
+  replica rewrites it only when less than half of it is left, and each trip
+  of the breaker (a failed probe) renews it.
+- While it lasts, bridges (which read the holds every 25 ms) leave that
+  subscription's never-sent deliveries in Redis, in
+  ` + "`" + `jetrelay:intake:parked:<subscription>` + "`" + `, instead of publishing them. Each
+  record gets the wait note the engine's put-offs write
+  (` + "`" + `"jetrelay_waiting":"breaker_open"` + "`" + ` or ` + "`" + `subscription_busy` + "`" + `, and
+  ` + "`" + `next_retry_at` + "`" + ` = the end of its schedule), in the same script and only if
+  the record is unchanged. A parked delivery costs its share of a move and one
+  script call: no work item, no fetch, no wake-up.
+- It goes back into ` + "`" + `dispatch:pending` + "`" + `, ahead of everything else and with its
+  note taken off, when the first of these comes: a send to the subscription
+  succeeds (the replica clears the hold; within a second, every parked
+  delivery goes back); the end of its own retry schedule (its last-chance
+  send, so a dead endpoint is still failed and auto-disabled on the
+  reference's timeline); or the hold lapsing. Once a hold is past its end,
+  bridges publish one parked delivery per second as a probe (the engine
+  sends it through the half-open breaker, or holds it again, which renews
+  the hold); past its end plus its grace (the longest a send may take plus
+  one hold period) with no renewal (the endpoint is back, or the replicas
+  that held it are gone) the hold is dropped and everything goes back.
+- Deliveries already sent once (retries keep their own wake-ups), those of
+  ordered subscriptions (their line keeps their order) and those the bridges
+  moved before the hold was written (a breaker's threshold of failures, or
+  the 200 ms a hang takes to count) go through JetStream as before.
+  ` + "`" + `jetrelay deliveries inspect` + "`" + ` shows a parked delivery as ` + "`" + `parked` + "`" + `, with the
+  hold; ` + "`" + `jetrelay_bridge_parked_total` + "`" + ` and ` + "`" + `jetrelay_bridge_unparked_total` + "`" + `
+  count them. ` + "`" + `JETRELAY_INTAKE_HOLDS=false` + "`" + ` turns holds off (replicas stop
+  writing them; bridges honour those already written until they lapse).
+
+This is the stream's back-pressure (` + "`" + `queue.Room` + "`" + `: ids wait in Redis while the
+stream is full) per subscription: the ids stay where admin put them until
+the subscription can take them. Put-offs of work items already in the queue
+still wait in JetStream, as above.
 
 ### Reading the bad subscriptions' row
 

@@ -33,8 +33,8 @@ var ErrRunning = errors.New("handback: jetrelay is still running; stop every jet
 // key already holds it (a run interrupted after its Redis write):
 // dispatch:pending (LPUSH, as admin enqueues) when ARGV[2] is empty,
 // dispatch:retry scored ARGV[2] otherwise. With a third key (the legacy
-// jetrelay:deferred ZSET) it also removes the id from there, in the same
-// step. LPOS needs Redis 6.0.6.
+// jetrelay:deferred ZSET, or a subscription's parked deliveries) it also
+// removes the id from there, in the same step. LPOS needs Redis 6.0.6.
 //
 //	KEYS = [dispatch:pending, dispatch:retry, (jetrelay:deferred)]  ARGV = [id, due ms or ""]
 //	returns 1 written, 0 already there
@@ -90,7 +90,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, js jetstream.JetStream,
 	if err := h.checkStopped(ctx); err != nil {
 		return h.rep, err
 	}
-	steps := []func(context.Context) error{h.resetConsumer, h.processingLists, h.deferred, h.stream}
+	steps := []func(context.Context) error{h.resetConsumer, h.processingLists, h.deferred, h.parked, h.stream}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return h.rep, err
@@ -214,6 +214,36 @@ func (h *handback) deferred(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// parked hands back the deliveries bridges left in Redis under intake
+// holds (store.ParkedZSet): never sent, so each is due now, in
+// dispatch:pending. The holds go too: they mean nothing to the reference.
+func (h *handback) parked(ctx context.Context) error {
+	subs, err := h.store.ParkedSubs(ctx)
+	if err != nil {
+		return fmt.Errorf("handback: %w", err)
+	}
+	for _, sub := range subs {
+		for {
+			ids, err := h.store.OldestParked(ctx, sub, 256)
+			if err != nil {
+				return fmt.Errorf("handback: %w", err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			for _, id := range ids {
+				if err := h.handBack(ctx, id, time.Time{}, store.ParkedZSet(sub)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := h.rdb.Del(ctx, store.ParkedSubscriptions, store.IntakeHolds).Err(); err != nil {
+		return fmt.Errorf("handback: remove the intake holds: %w", err)
+	}
+	return nil
 }
 
 // handBack writes id to dispatch:pending, or to dispatch:retry when its

@@ -106,6 +106,11 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	w.rdb.SAdd(ctx, bridge.RegistryKey, "bridge-1")
 	w.rdb.LPush(ctx, bridge.ProcessingKey("bridge-1"), "del_inflight000001", "del_queued00000002")
 	w.rdb.ZAdd(ctx, "jetrelay:deferred", redis.Z{Score: float64(parkedDue), Member: "del_parked00000001"})
+	// A never-sent delivery a bridge left in Redis under its subscription's
+	// intake hold: due now for the reference.
+	w.rdb.ZAdd(ctx, store.ParkedZSet("whsub_dead00000001"), redis.Z{Score: float64(parkedDue), Member: "del_intake00000001"})
+	w.rdb.SAdd(ctx, store.ParkedSubscriptions, "whsub_dead00000001")
+	w.rdb.HSet(ctx, store.IntakeHolds, "whsub_dead00000001", `{"reason":"breaker_open"}`)
 	// A previous run wrote this id and crashed before removing its message.
 	w.rdb.LPush(ctx, store.PendingList, "del_queued00000001")
 
@@ -113,7 +118,7 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPending := []string{"del_held0000000001", "del_inflight000001", "del_putoff00000001", "del_queued00000001", "del_queued00000002"}
+	wantPending := []string{"del_held0000000001", "del_inflight000001", "del_intake00000001", "del_putoff00000001", "del_queued00000001", "del_queued00000002"}
 	if got := w.pending(t); !slices.Equal(got, wantPending) {
 		t.Errorf("dispatch:pending = %v, want each queued, held, put-off and in-flight id once: %v", got, wantPending)
 	}
@@ -124,10 +129,10 @@ func TestRun_HandsEveryHeldDeliveryBackWhereTheReferenceReadsItAndLosesNothing(t
 	if n := w.streamMsgs(t); n != 0 {
 		t.Errorf("%d messages left in the stream", n)
 	}
-	if n, _ := w.rdb.Exists(ctx, bridge.ProcessingKey("bridge-1"), "jetrelay:deferred").Result(); n != 0 {
+	if n, _ := w.rdb.Exists(ctx, bridge.ProcessingKey("bridge-1"), "jetrelay:deferred", store.ParkedZSet("whsub_dead00000001"), store.ParkedSubscriptions, store.IntakeHolds).Result(); n != 0 {
 		t.Errorf("jetrelay's own Redis keys still hold ids")
 	}
-	if want := (handback.Report{Pending: 4, Retry: 2, Present: 2, Removed: 5, Checks: 1}); rep != want {
+	if want := (handback.Report{Pending: 5, Retry: 2, Present: 2, Removed: 5, Checks: 1}); rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 

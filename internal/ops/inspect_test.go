@@ -60,6 +60,13 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 	parked := e.delivery(t, sub, proto.DeliveryRetrying, now.Add(-time.Minute))
 	parkedUntil := now.Add(2 * time.Hour).Truncate(time.Millisecond)
 	e.redis.Client.ZAdd(ctx, store.LegacyDeferredZSet, redisZ(parkedUntil, parked))
+	atIntake := e.delivery(t, sub, proto.DeliveryPending, now.Add(-time.Minute))
+	intakeDue := now.Add(30 * time.Minute).Truncate(time.Millisecond)
+	e.redis.Client.ZAdd(ctx, store.ParkedZSet(sub), redisZ(intakeDue, atIntake))
+	e.redis.Client.SAdd(ctx, store.ParkedSubscriptions, sub)
+	if err := store.New(e.redis.Client).SetIntakeHold(ctx, sub, store.IntakeHold{Reason: "breaker_open", Since: now, Until: now.Add(time.Minute), Span: time.Hour, Grace: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 	stale := e.delivery(t, sub, proto.DeliveryPending, now.Add(-48*time.Hour))
 	e.publish(t, e.qc.Subject, nil)
 
@@ -73,6 +80,7 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 		{held, "held", "subscriptions set-status " + paused + " ACTIVE"},
 		{queued, "jetstream", "the engine attempts it (attempt 1)"},
 		{parked, "scheduled", "attempts it again at " + proto.FormatInstant(parkedUntil)},
+		{atIntake, "parked", "intake hold ends"},
 		{stale, "stuck", "older than MAX_DELIVERY_AGE_MS"},
 	}
 	for _, tc := range cases {
@@ -83,6 +91,9 @@ func TestInspect_SaysWhereADeliveryIsAndWhatHappensNext(t *testing.T) {
 		if in.Where.State != tc.state || !strings.Contains(in.Next, tc.next) {
 			t.Errorf("%s: where=%+v next=%q; want state %s and next containing %q", tc.id, in.Where, in.Next, tc.state, tc.next)
 		}
+	}
+	if in, _ := e.tool.Inspect(ctx, atIntake, nil); !strings.Contains(in.Where.Detail, "intake hold (breaker_open") || in.Where.ScheduledFor != proto.FormatInstant(intakeDue) {
+		t.Errorf("parked delivery without its hold or its latest return: %+v", in.Where)
 	}
 	in, _ := e.tool.Inspect(ctx, held, nil)
 	if !strings.Contains(in.Where.Detail, "its subscription is PAUSED") {

@@ -135,6 +135,9 @@ func writeStatus(w io.Writer, r *Report) error {
 	if r.Redis.LegacyDeferred > 0 {
 		row("redis jetrelay:deferred (legacy)", fmt.Sprint(r.Redis.LegacyDeferred))
 	}
+	for _, sub := range slices.Sorted(maps.Keys(r.Redis.Parked)) {
+		row("redis parked at intake: "+sub, fmt.Sprint(r.Redis.Parked[sub]))
+	}
 	row("quarantined (dispatch:failed)", fmt.Sprint(r.Redis.Quarantined))
 	if q := r.JetStream; q != nil {
 		row("queue depth", fmt.Sprintf("%d (oldest waiting %s)", q.Depth, orDash(q.OldestWaitingAge)))

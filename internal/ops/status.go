@@ -60,6 +60,9 @@ type RedisQueue struct {
 	// from before JetStream message schedules.
 	LegacyDeferred int64 `json:"legacy_deferred"`
 	Quarantined    int64 `json:"quarantined"`
+	// Parked is never-sent deliveries bridges left in Redis under intake
+	// holds, by subscription (docs/isolation.md, "Waiting at intake").
+	Parked map[string]int64 `json:"parked,omitempty"`
 }
 
 // StreamQueue is the JetStream side.
@@ -176,6 +179,9 @@ func (t *Tool) Status(ctx context.Context, replicas []Replica) (*Report, error) 
 		return nil, err
 	}
 	rep.Redis = RedisQueue{Pending: qc.Pending, LegacyRetry: qc.LegacyRetry, LegacyDeferred: qc.LegacyDeferred, Quarantined: qc.Quarantined}
+	if rep.Redis.Parked, err = t.st.ParkedCounts(ctx); err != nil {
+		return nil, err
+	}
 	if qc.OldestPendingID != "" {
 		if rec, err := t.st.Delivery(ctx, qc.OldestPendingID); err == nil && rec.AttemptedAt != nil {
 			rep.Redis.OldestPendingAge = age(now, rec.AttemptedAt.Time)

@@ -59,6 +59,9 @@ func TestTraceOrigins_UseTheInboundFlagsOnlyWhenAdminSawAValidTraceparent(t *tes
 		t.Fatal(err)
 	}
 	want := []TraceOrigin{{TraceID: "0af7651916cd43dd8448eb211c80319c", Flags: "00"}, {TraceID: "0af7651916cd43dd8448eb211c80319c", Flags: "01"}, {}}
+	for i := range got {
+		got[i].Raw = "" // the record as read, for a bridge that parks it
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("TraceOrigins = %+v, want %+v", got, want)
 	}
@@ -411,7 +414,11 @@ func TestMoveAfterRemoving_ReadsTheMovedIdsRecordsInTheSameRoundTrip(t *testing.
 	check := func(what string, origins map[string]TraceOrigin, ids ...string) {
 		t.Helper()
 		for id, o := range want(ids...) {
-			if got, ok := origins[id]; !ok || got != o {
+			got, ok := origins[id]
+			if got.Raw == "" {
+				t.Errorf("%s: origin of %s carries no record", what, id)
+			}
+			if got.Raw = ""; !ok || got != o {
 				t.Errorf("%s: origin of %s = %+v (read: %v), want %+v", what, id, got, ok, o)
 			}
 		}

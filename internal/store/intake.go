@@ -332,6 +332,31 @@ func (s *Store) ParkedSubs(ctx context.Context) ([]string, error) {
 	return subs, nil
 }
 
+// ParkedCounts is how many ids each subscription with parked ids has
+// parked.
+func (s *Store) ParkedCounts(ctx context.Context) (map[string]int64, error) {
+	subs, err := s.ParkedSubs(ctx)
+	if err != nil || len(subs) == 0 {
+		return nil, err
+	}
+	cmds := make([]*redis.IntCmd, len(subs))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, sub := range subs {
+			cmds[i] = p.ZCard(ctx, ParkedZSet(sub))
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: count parked ids: %w", err)
+	}
+	out := make(map[string]int64, len(subs))
+	for i, sub := range subs {
+		if n := cmds[i].Val(); n > 0 {
+			out[sub] = n
+		}
+	}
+	return out, nil
+}
+
 // ParkedCount is how many ids sub has parked.
 func (s *Store) ParkedCount(ctx context.Context, sub string) (int64, error) {
 	return s.rdb.ZCard(ctx, ParkedZSet(sub)).Result()

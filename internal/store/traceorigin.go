@@ -23,6 +23,9 @@ type TraceOrigin struct {
 	// hold of its subscription (intake.go).
 	Status, AttemptedAt string
 	Attempts            int64
+	// RequeuedAt is jetrelay_requeued_at as stored: an operator's redrive,
+	// fresh evidence no intake hold older than it may keep from the engine.
+	RequeuedAt string
 	// Raw is the record as read: a bridge that parks the delivery writes
 	// its wait note over exactly these bytes, or not at all.
 	Raw string
@@ -54,9 +57,9 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 // publish traced (and the engine checks the ids against the record it
 // reads).
 func traceOriginOf(raw string) TraceOrigin {
-	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id", "status", "attempted_at", "attempts")
+	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id", "status", "attempted_at", "attempts", "jetrelay_requeued_at")
 	inbound := r[2].Type == gjson.True
 	d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
 	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String(),
-		Status: r[5].String(), AttemptedAt: r[6].String(), Attempts: r[7].Int(), Raw: raw}
+		Status: r[5].String(), AttemptedAt: r[6].String(), Attempts: r[7].Int(), RequeuedAt: r[8].String(), Raw: raw}
 }
