@@ -276,6 +276,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	work.woken = e.busy.woken
 	busyDone := make(chan struct{})
 	go func() { defer close(busyDone); e.busy.run(ctx) }()
+	intakeDone := make(chan struct{})
+	go func() { defer close(intakeDone); e.intake.run(ctx) }()
 	f := newSizedFetched(min(e.workers.most, maxBuffer), e.workers.buffer)
 	var wg sync.WaitGroup
 	spawn := e.runWorkers(ctx, workCtx, work, &wg)
@@ -287,7 +289,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.consume(ctx, work, f)
 	<-linesDone
 	<-busyDone // parked items released; none parks after this
-	<-sized    // no worker starts after this
+	<-intakeDone
+	<-sized // no worker starts after this
 	work.close()
 
 	done := make(chan struct{})

@@ -26,7 +26,8 @@ import (
 //   - each trip of the subscription's breaker (a failed probe) renews it to
 //     the new open period's end;
 //   - a success of a send to the subscription clears it, and bridges put
-//     its parked deliveries back;
+//     its parked deliveries back: whichever replica wrote it, since each
+//     reads the holds once a second (run) and clears the ones it knows;
 //   - otherwise it lapses: bridges probe with one parked delivery per poll
 //     (which this replica holds again, renewing it, or sends), and drop it
 //     after Grace.
@@ -114,6 +115,42 @@ func (ih *intakeHolds) write(sub, reason string, now, until time.Time, span time
 			ih.forget(sub, next)
 		}
 	}()
+}
+
+// holdsRead is how often a replica reads the holds other replicas wrote,
+// so that its own successes clear them too.
+const holdsRead = time.Second
+
+// run reads the holds every holdsRead until ctx is done and notes the
+// ones this replica did not write (nor clear since): a success of one of
+// its sends then clears them. One HGETALL a second.
+func (ih *intakeHolds) run(ctx context.Context) {
+	t := time.NewTicker(holdsRead)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		all, err := ih.e.store.IntakeHoldsAll(ctx)
+		if err != nil {
+			continue // its own holds still clear; others lapse
+		}
+		ih.mu.Lock()
+		for sub, h := range all {
+			if _, ok := ih.set[sub]; !ok {
+				ih.set[sub] = h
+			}
+		}
+		for sub := range ih.set {
+			if _, ok := all[sub]; !ok {
+				delete(ih.set, sub) // cleared or dropped elsewhere
+			}
+		}
+		ih.n.Store(int32(len(ih.set)))
+		ih.mu.Unlock()
+	}
 }
 
 // succeeded clears sub's hold after a send to it succeeded.
