@@ -120,3 +120,49 @@ func TestIntakeHold_DeliveriesOfAnEndpointWhoseSendsHangWaitInRedis(t *testing.T
 	}
 	waitFor(t, 10*time.Second, "the new deliveries parked", func() bool { return e.parkedCount(t, sub) >= before+100 })
 }
+
+func TestIntakeHold_AnotherReplicasSuccessClearsAHoldItDidNotWrite(t *testing.T) {
+	t.Parallel()
+	down := &downEndpoint{}
+	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Second, MaxOpenFor: time.Second}
+		c.AttemptTimeout = 2 * time.Minute // the hold's grace: longer than the test
+	}})
+	sub := openBreaker(t, e, down, slowPolicy())
+	e.deliver(t, sub, e.event(), nil) // held for the breaker: the hold is written
+	waitFor(t, 10*time.Second, "the subscription's intake hold", func() bool {
+		_, ok, err := e.store.IntakeHoldOf(context.Background(), sub)
+		return err == nil && ok
+	})
+	// The replica that wrote it goes away; its grace (the longest a send
+	// may take, here 2 min, plus a period) is far longer than this test
+	// waits.
+	e.stopEngine()
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = e.deliver(t, sub, e.event(), nil)
+	}
+	waitFor(t, 10*time.Second, "the deliveries parked", func() bool { return e.parkedCount(t, sub) >= len(ids) })
+
+	// Another replica, which never saw the endpoint fail, sends the probe
+	// the bridge lets out once the hold's end passed: its success clears
+	// the hold, and the rest goes out at the bridge's next poll.
+	down.healthy.Store(true)
+	other := e.newEngine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = other.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 15*time.Second, "every parked delivery delivered", func() bool {
+		for _, id := range ids {
+			rec, err := e.store.Delivery(context.Background(), id)
+			if err != nil || rec.Status != proto.DeliverySuccess {
+				return false
+			}
+		}
+		return true
+	})
+	if _, ok, _ := e.store.IntakeHoldOf(context.Background(), sub); ok {
+		t.Errorf("the intake hold is still there after another replica's success")
+	}
+}
