@@ -157,30 +157,24 @@ func backlogCPURatios(cases []*backlogCase) []float64 {
 	return r
 }
 
-// putOffCPU is what one of the bad subscription's put-offs cost in case k
+// badCPU is what one of the bad subscription's deliveries cost in case k
 // of a round (1: black hole, 2: 503), in CPU of this process and
-// redis-server: the case's CPU above the floor's, divided by its
-// put-offs. The floor drains the same healthy backlog beside as many
-// work items that need only their intake, so what the bad case spends
-// beyond it is what deciding and holding its items cost (its few sends
-// included). ok is false without put-offs or a complete floor.
-func putOffCPU(cases []*backlogCase, k int) (time.Duration, bool) {
-	bad, floor := cases[k], cases[len(cases)-1]
-	n := 0
-	for _, c := range bad.badPutOffs {
-		n += c
-	}
-	if n == 0 || floor.received == 0 || bad.received != floor.received {
+// redis-server: the case's CPU above alone's, divided by the bad
+// backlog's n deliveries, parked at intake or put off (its few sends
+// included). ok is false when either drain is incomplete.
+func badCPU(cases []*backlogCase, k, n int) (time.Duration, bool) {
+	bad, alone := cases[k], cases[0]
+	if n == 0 || alone.received == 0 || bad.received != alone.received {
 		return 0, false
 	}
-	return (bad.cpu + bad.redisCPU - floor.cpu - floor.redisCPU) / time.Duration(n), true
+	return (bad.cpu + bad.redisCPU - alone.cpu - alone.redisCPU) / time.Duration(n), true
 }
 
 // putOffPathCPU is what the engine's own put-off path spent per put-off
 // in case c (the bad subscription's, and the healthy one's few), from the case's CPU profile: the
 // samples with a put-off function in their stack. It leaves out what the
 // put-offs cost outside the engine (JetStream storing their messages,
-// redis-server running their scripts), which putOffCPU includes, but it
+// redis-server running their scripts), which badCPU includes, but it
 // does not difference two drains' CPU, so the noise of a shared machine
 // moves it far less. ok is false without a profile or put-offs.
 func putOffPathCPU(c *backlogCase) (time.Duration, bool) {

@@ -52,7 +52,7 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 		switch c.bad {
 		case backlogAlone:
 		case backlogDone:
-			vs, target = fmt.Sprintf("%.3f", ratio(c)), fmt.Sprintf("none: the bound of the two above (median %.3f)", floor)
+			vs, target = fmt.Sprintf("%.3f", ratio(c)), fmt.Sprintf("none: the two above if each of their bad deliveries became a work item (median %.3f)", floor)
 		default:
 			vs, target = fmt.Sprintf("%.3f", ratio(c)), fmt.Sprintf("≥ %.2f (median): %s", targetBacklogRatio, verdict(oks[c.bad]))
 		}
@@ -60,34 +60,34 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 	}
 
 	var cost strings.Builder
-	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | parked at intake (put back) | CPU per put-off, above the floor | the engine's put-off path per put-off (profiled) | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
+	cost.WriteString("| case | requests the bad endpoint saw | its failed attempts | its put-offs (reason) | parked at intake (put back) | CPU per bad delivery, above alone | the engine's put-off path per put-off (profiled) | parks (this replica, all subscriptions; expired) | the healthy one's put-offs | process CPU per healthy delivery | redis-server CPU per healthy delivery |\n")
 	cost.WriteString("|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|\n")
 	for k, c := range cases {
-		sends, failed, putOffs, parked, perPutOff, path := "—", "—", "—", "—", "—", "—"
+		sends, failed, putOffs, parked, perBad, path := "—", "—", "—", "—", "—", "—"
 		if c.bad != backlogAlone {
 			sends, failed, putOffs = fmt.Sprint(c.badSends), fmt.Sprint(c.badFailed), reasonList(c.badPutOffs)
 			parked = fmt.Sprintf("%d (%d)", c.bridge.Parked, c.bridge.Unparked)
 		}
-		if d, ok := putOffCPU(cases, k); ok && c.bad != backlogDone {
-			perPutOff = fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+		if d, ok := badCPU(cases, k, o.deliveries); ok && c.bad != backlogAlone {
+			perBad = fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 		}
 		if d, ok := putOffPathCPU(c); ok && c.bad != backlogAlone && c.bad != backlogDone {
 			path = fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
 		}
-		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs, parked, perPutOff, path,
+		fmt.Fprintf(&cost, "| %s | %s | %s | %s | %s | %s | %s | %d (%d) | %s | %.0f µs | %.0f µs |\n", caseTitle(c.bad), sends, failed, putOffs, parked, perBad, path,
 			c.parks.Parks, c.parks.Expired, reasonList(c.healthyPutOffs), perDelivery(c.cpu, c.received), perDelivery(c.redisCPU, c.received))
 	}
-	// One put-off's CPU, median over the rounds, for each bad endpoint.
-	var perPutOff []string
+	// One bad delivery's CPU, median over the rounds, for each bad endpoint.
+	var perBad []string
 	for k, bad := range []string{backlogBlackHole, backlogUnavail} {
 		var each []float64
 		for _, r := range rounds {
-			if d, ok := putOffCPU(r, k+1); ok {
+			if d, ok := badCPU(r, k+1, o.deliveries); ok {
 				each = append(each, float64(d)/float64(time.Microsecond))
 			}
 		}
 		if len(each) > 0 {
-			perPutOff = append(perPutOff, fmt.Sprintf("%.0f µs %s (%s)", median(each), caseTitle(bad), reasonList(cases[k+1].badPutOffs)))
+			perBad = append(perBad, fmt.Sprintf("%.0f µs %s (%d parked, %s)", median(each), caseTitle(bad), cases[k+1].bridge.Parked, reasonList(cases[k+1].badPutOffs)))
 		}
 	}
 	// The engine's own put-off path per put-off, median over the rounds.
@@ -153,12 +153,12 @@ func backlogReport(o *backlogOptions, rounds [][]*backlogCase) *benchReport {
 		"backlog meeting its own in-flight limit. CPU is this process's (jetrelay, its NATS server, the receivers) and " +
 		"redis-server's over the drain, divided by the healthy deliveries.\n\n")
 	doc.WriteString(cost.String())
-	if len(perPutOff) > 0 {
-		fmt.Fprintf(&doc, "\nOne put-off, median over the rounds: %s. It is the case's CPU (this process's and redis-server's) above "+
-			"the floor's, divided by the bad subscription's put-offs: the floor drains the same healthy backlog beside as many work "+
-			"items that need only their intake, so the rest is what deciding, writing and storing each put-off cost (the bad "+
-			"endpoint's few sends included). Beside it, the intake of one work item, the floor's CPU above alone's per item it "+
-			"added: %s.\n", strings.Join(perPutOff, "; "), intakeCPU(rounds, o.deliveries))
+	if len(perBad) > 0 {
+		fmt.Fprintf(&doc, "\nOne bad delivery, median over the rounds: %s. It is the case's CPU (this process's and redis-server's) above "+
+			"alone's, divided by the bad subscription's %d deliveries, whether parked at intake (a share of the bridge's move and "+
+			"one script call) or put off (its intake, its decision and its wake-up or held copy), its endpoint's few sends "+
+			"included. Beside it, the intake of one work item, the floor's CPU above alone's per item it "+
+			"added: %s.\n", strings.Join(perBad, "; "), o.deliveries, intakeCPU(rounds, o.deliveries))
 	}
 	if len(perPath) > 0 {
 		fmt.Fprintf(&doc, "\nThe engine's own put-off path, median over the rounds (lowest–highest): %s. It is the share of each case's "+

@@ -52,14 +52,15 @@ func TestBacklogReport_FloorBoundsTheTargetOnlyWhenItsRateAndCPUMediansAreBelowI
 		"| beside a black hole | 5000 / 5000 | 961.5 ms | 5200 | 0.650 | ≥ 0.90 (median): **missed** |",
 		"beside a black hole **missed** (median ratio 0.650 over 3 rounds)",
 		"beside an endpoint answering 503 **missed** (median ratio 0.700 over 3 rounds)",
-		"| beside a backlog already delivered (the floor) | 5000 / 5000 | 781.2 ms | 6400 | 0.800 | none: the bound of the two above (median 0.800) |",
+		"| beside a backlog already delivered (the floor) | 5000 / 5000 | 781.2 ms | 6400 | 0.800 | none: the two above if each of their bad deliveries became a work item (median 0.800) |",
 		"The floor (deliveries that need nothing but their intake): median ratio 0.800, by CPU 0.800, both below 0.90",
-		// One put-off: the case's CPU above the floor's over its put-offs
-		// (black hole 70, 50, 40 µs; 503 150, 60, 40 µs), and one
-		// item's intake (the floor above alone: 50, 50, 60 µs).
-		"One put-off, median over the rounds: 50 µs beside a black hole (5000 subscription_busy); 60 µs beside an endpoint answering 503 (4000 breaker_open, 1000 retry).",
+		// One bad delivery: the case's CPU above alone's over the 5000
+		// bad deliveries (black hole 120, 100, 100 µs; 503 200, 110,
+		// 100 µs), and one item's intake (the floor above alone: 50, 50,
+		// 60 µs).
+		"One bad delivery, median over the rounds: 100 µs beside a black hole (4000 parked, 5000 subscription_busy); 110 µs beside an endpoint answering 503 (0 parked, 4000 breaker_open, 1000 retry).",
 		"the intake of one work item, the floor's CPU above alone's per item it added: 50 µs.",
-		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 4000 (10) | 50 µs | 35.0 µs |",
+		"| beside a black hole | 0 | 0 | 5000 subscription_busy | 4000 (10) | 100 µs | 35.0 µs |",
 		"The engine's own put-off path, median over the rounds (lowest–highest): 35.0 µs beside a black hole (30.0–40.0); 25.0 µs beside an endpoint answering 503 (20.0–30.0).",
 	} {
 		if !strings.Contains(doc, want) {

@@ -88,7 +88,7 @@ func TestBench_BacklogScenarioWritesItsSectionOfTheIsolationDocument(t *testing.
 		regexp.MustCompile(`\| beside an endpoint answering 503 \| 50 / 50 \| .* \| ≥ 0\.90 \(median\): \*\*(met|missed)\*\* \|`),
 		regexp.MustCompile(`\| beside a black hole \| [1-9][0-9]* \|`), // the black hole was sent to
 		// The floor's deliveries were final before the start: none sent.
-		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 50 / 50 \| .* \| none: the bound of the two above \(median \d\.\d{3}\) \|`),
+		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 50 / 50 \| .* \| none: the two above if each of their bad deliveries became a work item \(median \d\.\d{3}\) \|`),
 		regexp.MustCompile(`\| beside a backlog already delivered \(the floor\) \| 0 \| 0 \| none \|`),
 		regexp.MustCompile(`The floor \(deliveries that need nothing but their intake\): median ratio \d\.\d{3}, by CPU \d\.\d{3}`),
 		regexp.MustCompile(`request timeout 2s`),
