@@ -2,7 +2,7 @@ package bridge
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -24,9 +24,10 @@ import (
 // Parking never keeps a delivery from its schedule. Each parked id is
 // scored with the latest time it must be handled (its attempted_at plus
 // the hold's Span: the end of its retry schedule, or its stale cutoff),
-// and the bridge's poll (unpark) puts it back into dispatch:pending then,
-// ahead of everything else, for the engine's last-chance send: a dead
-// endpoint is still failed and auto-disabled on the reference's timeline.
+// and the bridge's poll (unpark) publishes it then, as work that comes
+// back (the engine takes new work first), for its last-chance send: a
+// dead endpoint is still failed and auto-disabled on the reference's
+// timeline.
 // The rest go back when the hold ends:
 //
 //   - an engine that sees a success (or an operator's change) clears the
@@ -141,7 +142,7 @@ func (b *Bridge) park(ctx context.Context, ids []string, origins []store.TraceOr
 	return rest, restOrigins, parked
 }
 
-// unpark puts parked ids back into dispatch:pending: every id whose time
+// unpark publishes parked ids (republish): every id whose time
 // has come, one id of a subscription whose hold has passed its Until (a
 // probe), and everything of a subscription whose hold is gone or has
 // passed Until + Grace (that hold is dropped). Any bridge may run it at
@@ -186,40 +187,15 @@ func (b *Bridge) unpark(ctx context.Context) error {
 	return nil
 }
 
-// probe publishes sub's oldest parked delivery as a work item of its own,
-// then removes it from the parked ones: the engine sends it as its
-// breaker's probe, or holds it again and renews the hold. It is published
-// directly, not put back into dispatch:pending, where it would be parked
-// again while the hold lasts. A crash between the two publishes it again
-// at the next poll, as a duplicate JetStream absorbs.
+// probe publishes sub's oldest parked delivery as a work item of its own:
+// the engine sends it as its breaker's probe, or holds it again and renews
+// the hold.
 func (b *Bridge) probe(ctx context.Context, sub string) error {
-	ids, err := b.store.OldestParked(ctx, sub, 1)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	if err := b.store.Unwait(ctx, ids[0]); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	plain, lines := b.items(ids, b.readOrigins(ctx, ids))
-	plain = append(plain, lines...)
-	for i := range plain {
-		plain[i].subject = "" // parked deliveries are never ordered ones
-	}
-	stored, dups, _, err := b.publish(plain)
-	out := stored
-	for _, d := range dups {
-		out = append(out, d.id)
-	}
-	for _, id := range out {
-		if rerr := b.store.Unpark(ctx, sub, id); rerr != nil {
-			return rerr
-		}
-		b.unparked.Add(1)
-	}
+	_, err := b.republish(ctx, sub, "+inf", 1)
 	return err
 }
 
-// unparkScored moves sub's parked ids scored up to maxScore back, up to
+// unparkScored publishes sub's parked ids scored up to maxScore, up to
 // limit of them (0: all, a batch at a time).
 func (b *Bridge) unparkScored(ctx context.Context, sub, maxScore string, limit int) error {
 	batch := b.cfg.RetryBatchSize
@@ -227,12 +203,50 @@ func (b *Bridge) unparkScored(ctx context.Context, sub, maxScore string, limit i
 		batch = min(batch, limit)
 	}
 	for moved := 0; limit == 0 || moved < limit; {
-		n, err := b.store.ReleaseParked(ctx, sub, maxScore, batch)
-		b.unparked.Add(uint64(n))
+		n, err := b.republish(ctx, sub, maxScore, batch)
 		moved += n
 		if err != nil || n < batch {
 			return err
 		}
 	}
 	return nil
+}
+
+// republish publishes up to n of sub's parked ids scored up to maxScore
+// straight into JetStream, their wait notes taken off first, marked as
+// work that comes back (queue.UnparkedHeader: the engine takes new work
+// first), and then removes them from the parked ones. Not through
+// dispatch:pending: a backlog put back there would hold up every delivery
+// queued behind it for as long as the bridges take to move it, and those
+// of a subscription still held would be parked again. A crash between the
+// publish and the removal publishes them again at the next poll, as
+// duplicates JetStream absorbs (or the engine settles). It returns how
+// many it took from the parked ones.
+func (b *Bridge) republish(ctx context.Context, sub, maxScore string, n int) (int, error) {
+	ids, err := b.store.ParkedDue(ctx, sub, maxScore, n)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	if err := b.store.Unwait(ctx, ids); err != nil {
+		return 0, err
+	}
+	plain, lines := b.items(ids, b.readOrigins(ctx, ids))
+	plain = append(plain, lines...)
+	for i := range plain {
+		plain[i].subject = "" // parked deliveries are never ordered ones
+		plain[i].back = true
+	}
+	stored, dups, _, err := b.publish(plain)
+	out := stored
+	for _, d := range dups {
+		out = append(out, d.id)
+	}
+	if rerr := b.store.Unpark(ctx, sub, out); rerr != nil {
+		return 0, rerr
+	}
+	b.unparked.Add(uint64(len(out)))
+	if err == nil && len(out) < len(ids) {
+		err = fmt.Errorf("%d of %d parked deliveries of %s not published", len(ids)-len(out), len(ids), sub)
+	}
+	return len(out), err
 }

@@ -181,6 +181,9 @@ func (b *Bridge) publish(items []workItem) (stored []string, dups []duplicate, f
 		id := it.id
 		msg := queue.NewMsg(b.cfg.Queue.Subject, id)
 		queue.SetRoute(msg, it.route)
+		if it.back {
+			msg.Header.Set(queue.UnparkedHeader, "1")
+		}
 		var span trace.Span
 		if it.parent != nil {
 			span = b.startPublish(it.parent, msg, id)

@@ -167,6 +167,7 @@ type workItem struct {
 	parent  context.Context
 	route   queue.Route
 	subject string
+	back    bool // published from the parked ones (queue.UnparkedHeader)
 }
 
 // items makes the work items of ids from what their delivery records say

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetrelay/jetrelay/internal/queue"
 )
 
 // lanes hand work items from the consumer to the workers in two lanes, so
@@ -102,7 +104,8 @@ func newSizedLanes(most int, depth func() int) *lanes {
 // comesBack says whether q is work that comes back rather than new work.
 // An item without metadata goes into the new lane (handle terms it).
 func (q queued) comesBack() bool {
-	return q.m.Headers().Get(schedulerHeader) != "" || q.md != nil && q.md.NumDelivered > 1
+	h := q.m.Headers()
+	return h.Get(schedulerHeader) != "" || h.Get(queue.UnparkedHeader) != "" || q.md != nil && q.md.NumDelivered > 1
 }
 
 // put buffers q in its lane, waiting for room until ctx is done. Only

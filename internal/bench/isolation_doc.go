@@ -90,17 +90,18 @@ healthy subscription's rate beside one before intake holds). So the waiting star
   ` + "`" + `next_retry_at` + "`" + ` = the end of its schedule), in the same script and only if
   the record is unchanged. A parked delivery costs its share of a move and one
   script call: no work item, no fetch, no wake-up.
-- It goes back into ` + "`" + `dispatch:pending` + "`" + `, ahead of everything else and with its
-  note taken off, when the first of these comes: a send to the subscription
-  succeeds (the replica clears the hold; within a second, every parked
-  delivery goes back); the end of its own retry schedule (its last-chance
+- A bridge publishes it into JetStream, with its note taken off and marked
+  as work that comes back (the engine takes new work first), when the
+  first of these comes: a send to the subscription
+  succeeds (a replica clears the hold; within a second, every parked
+  delivery goes out); the end of its own retry schedule (its last-chance
   send, so a dead endpoint is still failed and auto-disabled on the
   reference's timeline); or the hold lapsing. Once a hold is past its end,
   bridges publish one parked delivery per second as a probe (the engine
   sends it through the half-open breaker, or holds it again, which renews
   the hold); past its end plus its grace (the longest a send may take plus
   one hold period) with no renewal (the endpoint is back, or the replicas
-  that held it are gone) the hold is dropped and everything goes back.
+  that held it are gone) the hold is dropped and everything goes out.
 - Deliveries already sent once (retries keep their own wake-ups), those of
   ordered subscriptions (their line keeps their order) and those the bridges
   moved before the hold was written (a breaker's threshold of failures, or

@@ -195,11 +195,11 @@ func (t *Tool) locate(ctx context.Context, d *proto.Delivery, sub *proto.Subscri
 		return Location{State: "scheduled", ScheduledFor: at, Detail: "parked in jetrelay:deferred by a jetrelay before JetStream schedules, due " + at + "; a bridge moves it into dispatch:pending when it starts"}, nil
 	case reconcile.Parked:
 		at := proto.FormatInstant(p.At)
-		why := "its subscription's intake hold has ended; a bridge puts it back into dispatch:pending at its next poll"
+		why := "its subscription's intake hold has ended; a bridge publishes it at its next poll"
 		if h, ok, err := t.st.IntakeHoldOf(ctx, d.SubscriptionID); err == nil && ok {
 			why = fmt.Sprintf("its subscription is under an intake hold (%s, since %s, until %s unless renewed)", h.Reason, proto.FormatInstant(h.Since), proto.FormatInstant(h.Until))
 		}
-		return Location{State: "parked", ScheduledFor: at, Detail: "left in Redis (" + p.Where + ") by a bridge, never published: " + why + "; it goes back into dispatch:pending when the hold ends, or at " + at + " at the latest for its send"}, nil
+		return Location{State: "parked", ScheduledFor: at, Detail: "left in Redis (" + p.Where + ") by a bridge, never published: " + why + "; a bridge publishes it into JetStream when the hold ends, or at " + at + " at the latest for its send"}, nil
 	case reconcile.BridgeProcessing:
 		return Location{State: "bridge_processing", Detail: "in " + p.Where + ": moved by a bridge, being published to JetStream"}, nil
 	case reconcile.Scheduled:
@@ -278,7 +278,7 @@ func (t *Tool) next(d *proto.Delivery, sub *proto.Subscription, where Location) 
 	case "held":
 		return "it is released when its subscription is ACTIVE again"
 	case "parked":
-		return "a bridge puts it back into dispatch:pending when its subscription's intake hold ends (a success, or no engine renewing it), or at " + where.ScheduledFor + " at the latest; then the engine attempts it"
+		return "a bridge publishes it into JetStream when its subscription's intake hold ends (a success, or no engine renewing it), or at " + where.ScheduledFor + " at the latest; then the engine attempts it"
 	case "jetstream", "ordered_line":
 		return fmt.Sprintf("the engine attempts it (attempt %d)", d.Attempts+1)
 	case "stuck":

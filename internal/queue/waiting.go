@@ -59,6 +59,10 @@ const (
 	// work item so far: the fired item starts a new JetStream delivery
 	// count, and the engine's backoff must keep growing across them.
 	WaitsHeader = "Jetrelay-Waits"
+	// UnparkedHeader on a work item says a bridge published it from the
+	// deliveries it had parked at intake (bridge/park.go): work that comes
+	// back, which the engine takes after new work, as fired wake-ups.
+	UnparkedHeader = "Jetrelay-Unparked"
 )
 
 // Values of HeldReasonHeader and ReleasedHeader.

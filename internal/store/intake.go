@@ -67,8 +67,7 @@ func (s *Store) SetIntakeHold(ctx context.Context, sub string, h IntakeHold) err
 	return nil
 }
 
-// ClearIntakeHold removes sub's hold: bridges then put its parked ids back
-// into dispatch:pending.
+// ClearIntakeHold removes sub's hold: bridges then publish its parked ids.
 func (s *Store) ClearIntakeHold(ctx context.Context, sub string) error {
 	if err := s.rdb.HDel(ctx, IntakeHolds, sub).Err(); err != nil {
 		return fmt.Errorf("store: %s: %w", IntakeHolds, err)
@@ -209,116 +208,90 @@ func (s *Store) Park(ctx context.Context, ids []ParkedID) ([]string, error) {
 	return parked, nil
 }
 
-// releaseParkedLua puts parked deliveries of one subscription back into
-// dispatch:pending's popping end, in the order given (so the bridges take
-// them next, the first one first): each one still parked leaves the
-// ParkedZSet and, when its record still holds what the caller read, loses
-// its wait note. The subscription leaves ParkedSubscriptions once nothing
-// is parked. Atomic: an id is always in one of the two places, and ids
-// another bridge released meanwhile are not pushed twice.
-//
-//	KEYS = [record 1..n, parked zset, dispatch:pending, ParkedSubscriptions]  ARGV = [sub, (old, new, id) per record...]
-var releaseParkedLua = redis.NewScript(`
-local n = #KEYS - 3
-local zset, pending, subs = KEYS[n+1], KEYS[n+2], KEYS[n+3]
-local moved = 0
-for i = n, 1, -1 do
-  local j = 2 + 3*(i-1)
-  if redis.call('ZREM', zset, ARGV[j+2]) == 1 then
-    if ARGV[j] ~= '' and redis.call('GET', KEYS[i]) == ARGV[j] then
-      redis.call('SET', KEYS[i], ARGV[j+1], 'KEEPTTL')
-    end
-    redis.call('RPUSH', pending, ARGV[j+2])
-    moved = moved + 1
-  end
-end
-if redis.call('ZCARD', zset) == 0 then
-  redis.call('SREM', subs, ARGV[1])
-end
-return moved
-`)
-
-// ReleaseParked puts up to limit of sub's parked ids scored up to maxScore
-// (epoch millis, or "+inf") back into dispatch:pending, ahead of what waits
-// there and lowest score first, and returns how many it moved.
-func (s *Store) ReleaseParked(ctx context.Context, sub, maxScore string, limit int) (int, error) {
+// ParkedDue returns up to limit of sub's parked ids scored up to maxScore
+// (epoch millis, or "+inf"), lowest score first.
+func (s *Store) ParkedDue(ctx context.Context, sub, maxScore string, limit int) ([]string, error) {
 	ids, err := s.rdb.ZRangeByScore(ctx, ParkedZSet(sub), &redis.ZRangeBy{Min: "-inf", Max: maxScore, Count: int64(limit)}).Result()
-	if err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	keys, args, err := s.unwaitArgs(ctx, sub, ids)
-	if err != nil {
-		return 0, err
-	}
-	keys = append(keys, ParkedZSet(sub), PendingList, ParkedSubscriptions)
-	n, err := releaseParkedLua.Run(ctx, s.rdb, keys, args...).Int()
-	if err != nil {
-		return 0, fmt.Errorf("store: release parked ids of %s: %w", strconv.Quote(sub), err)
-	}
-	return n, nil
-}
-
-// unwaitArgs reads the records of ids and makes releaseParkedLua's keys
-// and arguments: each record as read and without its wait note ("" and ""
-// for a record missing or unreadable, which is pushed back as it is).
-func (s *Store) unwaitArgs(ctx context.Context, sub string, ids []string) ([]string, []any, error) {
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = DeliveryKey(id)
-	}
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: read parked records of %s: %w", strconv.Quote(sub), err)
-	}
-	args := make([]any, 0, 1+3*len(ids))
-	args = append(args, sub)
-	for i, id := range ids {
-		old, next := "", ""
-		if raw, ok := vals[i].(string); ok {
-			if b, err := unwaitFields.apply([]byte(raw)); err == nil {
-				old, next = raw, string(b)
-			}
-		}
-		args = append(args, old, next, id)
-	}
-	return keys, args, nil
-}
-
-// Unwait takes the wait note off a parked delivery's record before a
-// bridge publishes it on its own (a probe), leaving it parked.
-func (s *Store) Unwait(ctx context.Context, id string) error {
-	rec, err := s.Delivery(ctx, id)
-	if err != nil {
-		return err
-	}
-	return s.PatchDeliveries(ctx, []DeliveryPatch{{Rec: rec, Patch: func(*proto.Delivery) Patch { return unwaitFields }}})[0]
-}
-
-// OldestParked returns up to n of sub's parked ids, lowest score first.
-func (s *Store) OldestParked(ctx context.Context, sub string, n int) ([]string, error) {
-	ids, err := s.rdb.ZRange(ctx, ParkedZSet(sub), 0, int64(n)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", ParkedZSet(sub), err)
 	}
 	return ids, nil
 }
 
-// unparkLua removes one parked id (published meanwhile) and drops the
+// unwaitLua takes the wait note off records that still hold what the
+// caller read (ARGV[2i-1] becomes ARGV[2i] at KEYS[i]); others are left.
+var unwaitLua = redis.NewScript(`
+for i = 1, #KEYS do
+  if ARGV[2*i-1] ~= '' and redis.call('GET', KEYS[i]) == ARGV[2*i-1] then
+    redis.call('SET', KEYS[i], ARGV[2*i], 'KEEPTTL')
+  end
+end
+return #KEYS
+`)
+
+// Unwait takes the wait note off parked deliveries' records before a
+// bridge publishes them: a record that still named a future
+// next_retry_at would be taken by the engine for an early copy and put
+// off again. A record changed since (or gone) is left as it is.
+func (s *Store) Unwait(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = DeliveryKey(id)
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return fmt.Errorf("store: read parked records: %w", err)
+	}
+	args := make([]any, 0, 2*len(ids))
+	for i := range ids {
+		old, next := "", ""
+		if raw, ok := vals[i].(string); ok {
+			if b, err := unwaitFields.apply([]byte(raw)); err == nil {
+				old, next = raw, string(b)
+			}
+		}
+		args = append(args, old, next)
+	}
+	if err := unwaitLua.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("store: take the wait note off parked records: %w", err)
+	}
+	return nil
+}
+
+// OldestParked returns up to n of sub's parked ids, lowest score first.
+func (s *Store) OldestParked(ctx context.Context, sub string, n int) ([]string, error) {
+	return s.ParkedDue(ctx, sub, "+inf", n)
+}
+
+// unparkLua removes parked ids (published meanwhile) and drops the
 // subscription from ParkedSubscriptions once nothing is left.
 //
-//	KEYS = [parked zset, ParkedSubscriptions]  ARGV = [id, sub]
+//	KEYS = [parked zset, ParkedSubscriptions]  ARGV = [sub, id...]
 var unparkLua = redis.NewScript(`
-redis.call('ZREM', KEYS[1], ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 if redis.call('ZCARD', KEYS[1]) == 0 then
-  redis.call('SREM', KEYS[2], ARGV[2])
+  redis.call('SREM', KEYS[2], ARGV[1])
 end
 return 1
 `)
 
-// Unpark removes id from sub's parked ids once it was published.
-func (s *Store) Unpark(ctx context.Context, sub, id string) error {
-	if err := unparkLua.Run(ctx, s.rdb, []string{ParkedZSet(sub), ParkedSubscriptions}, id, sub).Err(); err != nil {
-		return fmt.Errorf("store: unpark %s: %w", strconv.Quote(id), err)
+// Unpark removes ids from sub's parked ids once they were published.
+func (s *Store) Unpark(ctx context.Context, sub string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, sub)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := unparkLua.Run(ctx, s.rdb, []string{ParkedZSet(sub), ParkedSubscriptions}, args...).Err(); err != nil {
+		return fmt.Errorf("store: unpark %d ids of %s: %w", len(ids), strconv.Quote(sub), err)
 	}
 	return nil
 }
