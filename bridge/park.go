@@ -54,6 +54,14 @@ import (
 // entries each time: a fortieth of a round trip per millisecond.
 const holdsRefresh = 25 * time.Millisecond
 
+// unparkPerPoll bounds how many parked deliveries of one subscription a
+// bridge publishes per poll (a second): a hold cleared over a backlog of
+// tens of thousands hands the engine a thousand a second, not all of them
+// at once, where a burst would hold up the healthy work fetched with it
+// (a new endpoint answering in 5 s looks stalled until its first answer,
+// and its first success releases what was parked meanwhile).
+const unparkPerPoll = 1000
+
 // holding caches the intake holds.
 type holding struct {
 	mu     sync.Mutex
@@ -171,12 +179,12 @@ func (b *Bridge) unpark(ctx context.Context) error {
 			b.log.Info("intake hold not renewed in time; putting its parked deliveries back", "subscription_id", sub, "reason", h.Reason, "since", h.Since)
 			held = false
 		}
-		if err := b.unparkScored(ctx, sub, strconv.FormatInt(now.UnixMilli(), 10), 0); err != nil {
+		if err := b.unparkScored(ctx, sub, strconv.FormatInt(now.UnixMilli(), 10), unparkPerPoll); err != nil {
 			return err
 		}
 		switch {
 		case !held:
-			err = b.unparkScored(ctx, sub, "+inf", 0)
+			err = b.unparkScored(ctx, sub, "+inf", unparkPerPoll)
 		case !now.Before(h.Until):
 			err = b.probe(ctx, sub)
 		}
@@ -196,13 +204,10 @@ func (b *Bridge) probe(ctx context.Context, sub string) error {
 }
 
 // unparkScored publishes sub's parked ids scored up to maxScore, up to
-// limit of them (0: all, a batch at a time).
+// limit of them, a batch at a time.
 func (b *Bridge) unparkScored(ctx context.Context, sub, maxScore string, limit int) error {
-	batch := b.cfg.RetryBatchSize
-	if limit > 0 {
-		batch = min(batch, limit)
-	}
-	for moved := 0; limit == 0 || moved < limit; {
+	batch := min(b.cfg.RetryBatchSize, limit)
+	for moved := 0; moved < limit; {
 		n, err := b.republish(ctx, sub, maxScore, batch)
 		moved += n
 		if err != nil || n < batch {

@@ -93,8 +93,8 @@ healthy subscription's rate beside one before intake holds). So the waiting star
 - A bridge publishes it into JetStream, with its note taken off and marked
   as work that comes back (the engine takes new work first), when the
   first of these comes: a send to the subscription
-  succeeds (a replica clears the hold; within a second, every parked
-  delivery goes out); the end of its own retry schedule (its last-chance
+  succeeds (a replica clears the hold; from the next second on, its parked
+  deliveries go out, a thousand a second); the end of its own retry schedule (its last-chance
   send, so a dead endpoint is still failed and auto-disabled on the
   reference's timeline); or the hold lapsing. Once a hold is past its end,
   bridges publish one parked delivery per second as a probe (the engine
