@@ -103,18 +103,22 @@ func (b *Bridge) park(ctx context.Context, ids []string, origins []store.TraceOr
 	for i, id := range ids {
 		o := origins[i]
 		h, ok := holds[o.SubscriptionID]
-		if !ok || !now.Before(h.Until.Add(h.Grace)) || o.Attempts != 0 || o.Status != string(proto.DeliveryPending) || b.ordered(o.SubscriptionID) {
+		if !ok || !now.Before(h.Until.Add(h.Grace)) || b.ordered(o.SubscriptionID) {
 			continue
 		}
-		created, err := proto.ParseInstant(o.AttemptedAt)
+		f := o.ParkFields()
+		if f.Attempts != 0 || f.Status != string(proto.DeliveryPending) {
+			continue
+		}
+		created, err := proto.ParseInstant(f.AttemptedAt)
 		if err != nil {
 			continue
 		}
-		if o.RequeuedAt != "" {
+		if f.RequeuedAt != "" {
 			// An operator's redrive is fresh evidence (the engine closes
 			// an older breaker on it): one made since the hold began goes
 			// to the engine.
-			if at, err := proto.ParseInstant(o.RequeuedAt); err != nil || !at.Before(h.Since) {
+			if at, err := proto.ParseInstant(f.RequeuedAt); err != nil || !at.Before(h.Since) {
 				continue
 			}
 		}

@@ -18,17 +18,28 @@ type TraceOrigin struct {
 	// work item's headers (queue.SetRoute).
 	SubscriptionID string
 	EventID        string
-	// Status, AttemptedAt (as stored) and Attempts tell a bridge whether
-	// the delivery was ever sent, and since when it exists, for the intake
-	// hold of its subscription (intake.go).
+	// Raw is the record as read: a bridge whose subscription is under an
+	// intake hold reads it further (ParkFields) and writes its wait note
+	// over exactly these bytes, or not at all (intake.go).
+	Raw string
+}
+
+// ParkFields are what a bridge reads of a delivery record, only for a
+// subscription under an intake hold, to decide whether it may park it.
+type ParkFields struct {
+	// Status, AttemptedAt (as stored) and Attempts: whether it was ever
+	// sent, and since when it exists.
 	Status, AttemptedAt string
 	Attempts            int64
 	// RequeuedAt is jetrelay_requeued_at as stored: an operator's redrive,
 	// fresh evidence no intake hold older than it may keep from the engine.
 	RequeuedAt string
-	// Raw is the record as read: a bridge that parks the delivery writes
-	// its wait note over exactly these bytes, or not at all.
-	Raw string
+}
+
+// ParkFields reads o's record's ParkFields.
+func (o TraceOrigin) ParkFields() ParkFields {
+	r := gjson.GetMany(o.Raw, "status", "attempted_at", "attempts", "jetrelay_requeued_at")
+	return ParkFields{Status: r[0].String(), AttemptedAt: r[1].String(), Attempts: r[2].Int(), RequeuedAt: r[3].String()}
 }
 
 // TraceOrigins reads the trace origin of each delivery in one round trip,
@@ -57,9 +68,8 @@ func (s *Store) TraceOrigins(ctx context.Context, ids []string) ([]TraceOrigin, 
 // publish traced (and the engine checks the ids against the record it
 // reads).
 func traceOriginOf(raw string) TraceOrigin {
-	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id", "status", "attempted_at", "attempts", "jetrelay_requeued_at")
+	r := gjson.GetMany(raw, "trace_id", "trace_flags", "traceparent_inbound_valid", "subscription_id", "event_id")
 	inbound := r[2].Type == gjson.True
 	d := &proto.Delivery{TraceID: r[0].String(), TraceFlags: r[1].String(), TraceparentInboundValid: &inbound}
-	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String(),
-		Status: r[5].String(), AttemptedAt: r[6].String(), Attempts: r[7].Int(), RequeuedAt: r[8].String(), Raw: raw}
+	return TraceOrigin{TraceID: d.TraceID, Flags: proto.InboundTraceFlags(d), SubscriptionID: r[3].String(), EventID: r[4].String(), Raw: raw}
 }
