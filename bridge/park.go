@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -69,7 +70,7 @@ type holding struct {
 	readAt time.Time
 }
 
-// current returns the holds, reading them when the copy is older than
+// currentHolds returns the holds, reading them when the copy is older than
 // holdsRefresh. A read that fails keeps the last copy.
 func (b *Bridge) currentHolds(ctx context.Context) map[string]store.IntakeHold {
 	h := &b.holds
@@ -158,7 +159,9 @@ func (b *Bridge) park(ctx context.Context, ids []string, origins []store.TraceOr
 // has come, one id of a subscription whose hold has passed its Until (a
 // probe), and everything of a subscription whose hold is gone or has
 // passed Until + Grace (that hold is dropped). Any bridge may run it at
-// any time: each move is one atomic script.
+// any time: two publishing the same ids make duplicates JetStream absorbs
+// (the msg id is the delivery id). A subscription that fails is retried at
+// the next poll; the others go on.
 func (b *Bridge) unpark(ctx context.Context) error {
 	subs, err := b.store.ParkedSubs(ctx)
 	if err != nil || len(subs) == 0 {
@@ -174,27 +177,33 @@ func (b *Bridge) unpark(ctx context.Context) error {
 	b.holds.mu.Lock()
 	b.holds.holds, b.holds.readAt = holds, now
 	b.holds.mu.Unlock()
+	var errs []error
 	for _, sub := range subs {
-		h, held := holds[sub]
-		if held && !now.Before(h.Until.Add(h.Grace)) {
-			if err := b.store.ClearIntakeHold(ctx, sub); err != nil {
-				return err
-			}
-			b.log.Info("intake hold not renewed in time; putting its parked deliveries back", "subscription_id", sub, "reason", h.Reason, "since", h.Since)
-			held = false
+		if err := b.unparkSub(ctx, sub, holds, now); err != nil {
+			errs = append(errs, err)
 		}
-		if err := b.unparkScored(ctx, sub, strconv.FormatInt(now.UnixMilli(), 10), unparkPerPoll); err != nil {
+	}
+	return errors.Join(errs...)
+}
+
+// unparkSub is unpark for one subscription.
+func (b *Bridge) unparkSub(ctx context.Context, sub string, holds map[string]store.IntakeHold, now time.Time) error {
+	h, held := holds[sub]
+	if held && !now.Before(h.Until.Add(h.Grace)) {
+		if err := b.store.ClearIntakeHold(ctx, sub); err != nil {
 			return err
 		}
-		switch {
-		case !held:
-			err = b.unparkScored(ctx, sub, "+inf", unparkPerPoll)
-		case !now.Before(h.Until):
-			err = b.probe(ctx, sub)
-		}
-		if err != nil {
-			return err
-		}
+		b.log.Info("intake hold not renewed in time; publishing its parked deliveries", "subscription_id", sub, "reason", h.Reason, "since", h.Since)
+		held = false
+	}
+	if err := b.unparkScored(ctx, sub, strconv.FormatInt(now.UnixMilli(), 10), unparkPerPoll); err != nil {
+		return err
+	}
+	switch {
+	case !held:
+		return b.unparkScored(ctx, sub, "+inf", unparkPerPoll)
+	case !now.Before(h.Until):
+		return b.probe(ctx, sub)
 	}
 	return nil
 }
