@@ -74,8 +74,8 @@ func (ih *intakeHolds) hold(h *handling, reason string, until time.Time) {
 	ih.write(d.SubscriptionID, reason, now, until, span.Sub(attemptedAt(d, now)), false)
 }
 
-// renew moves the end of sub's hold, if this replica wrote one, to until
-// (a trip of its breaker). Called with the breaker's lock held: it only
+// renew moves the end of sub's hold, if this replica knows of one (wrote
+// it, or read it: run), to until (a trip of its breaker). Called with the breaker's lock held: it only
 // takes its own lock and writes asynchronously.
 func (ih *intakeHolds) renew(sub string, until time.Time) {
 	if ih.n.Load() == 0 {
