@@ -15,8 +15,11 @@ import (
 func TestIntakeHold_ABacklogBehindAnOpenBreakerWaitsInRedisNotInTheQueueAndGoesOutWhenTheEndpointAnswers(t *testing.T) {
 	t.Parallel()
 	down := &downEndpoint{}
+	// A first open period of 5 s: the hold lasts while the backlog is
+	// parked (past it, bridges let one out a second as a probe), even on a
+	// machine running the race-enabled suite.
 	e := newEnv(t, envOptions{handler: down, engine: func(c *engine.Config) {
-		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: time.Second, MaxOpenFor: 16 * time.Second}
+		c.Breaker = engine.BreakerConfig{Threshold: 3, OpenFor: 5 * time.Second, MaxOpenFor: 16 * time.Second}
 	}})
 	sub := openBreaker(t, e, down, slowPolicy())
 	// One never-sent delivery held for the breaker writes the hold.
@@ -31,17 +34,14 @@ func TestIntakeHold_ABacklogBehindAnOpenBreakerWaitsInRedisNotInTheQueueAndGoesO
 		t.Fatalf("hold = %+v; want breaker_open with an end and the schedule's span", hold)
 	}
 
-	// The bridge reads the holds every 25 ms: once one delivery is
-	// parked, it has seen this one.
-	e.deliver(t, sub, e.event(), nil)
-	waitFor(t, 10*time.Second, "the bridge parking the subscription's deliveries", func() bool { return e.parkedCount(t, sub) == 1 })
+	probes := awaitParking(t, e, sub)
 	before := handled(e.engine)
 	const backlog = 200
 	ids := make([]string, backlog)
 	for i := range ids {
 		ids[i] = e.deliver(t, sub, e.event(), nil)
 	}
-	waitFor(t, 20*time.Second, "the backlog parked", func() bool { return e.parkedCount(t, sub) >= backlog-10 })
+	waitFor(t, 20*time.Second, "the backlog parked", func() bool { return e.parkedCount(t, sub) >= backlog })
 	// Parked, not queued: the engine handled a few work items (those the
 	// bridge moved before it read the hold, and probes), not the backlog.
 	if n := handled(e.engine) - before; n > 40 {
@@ -71,7 +71,7 @@ func TestIntakeHold_ABacklogBehindAnOpenBreakerWaitsInRedisNotInTheQueueAndGoesO
 	// whole backlog goes out, once each.
 	down.healthy.Store(true)
 	waitFor(t, 30*time.Second, "the parked backlog delivered", func() bool { return e.heldCount(t, sub) == 0 })
-	for _, id := range append(ids, first) {
+	for _, id := range append(append(ids, first), probes...) {
 		if rec := e.final(t, id); rec.Status != proto.DeliverySuccess {
 			t.Fatalf("record = %s; want SUCCESS once the endpoint is back", rec.Raw)
 		}
@@ -79,6 +79,26 @@ func TestIntakeHold_ABacklogBehindAnOpenBreakerWaitsInRedisNotInTheQueueAndGoesO
 	if _, ok, _ := e.store.IntakeHoldOf(context.Background(), sub); ok {
 		t.Errorf("the intake hold is still there after the endpoint answered")
 	}
+}
+
+// awaitParking delivers to sub, one at a time, until the bridge parks one:
+// it reads the holds every 25 ms, so the first deliveries after a hold is
+// written may still go through the queue. It returns what it delivered.
+func awaitParking(t *testing.T, e *env, sub string) []string {
+	t.Helper()
+	var sent []string
+	for range 50 {
+		sent = append(sent, e.deliver(t, sub, e.event(), nil))
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if e.parkedCount(t, sub) > 0 {
+				return sent
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Fatalf("the bridge parked none of %d deliveries sent after the intake hold was written", len(sent))
+	return nil
 }
 
 func TestIntakeHold_DeliveriesOfAnEndpointWhoseSendsHangWaitInRedis(t *testing.T) {
@@ -114,6 +134,7 @@ func TestIntakeHold_DeliveriesOfAnEndpointWhoseSendsHangWaitInRedis(t *testing.T
 		t.Errorf("hold = %+v; want subscription_busy (its sends hang; its breaker has seen no failure)", hold)
 	}
 	// The next ones wait in Redis, not as wake-ups in the queue.
+	awaitParking(t, e, sub)
 	before := e.parkedCount(t, sub)
 	for range 100 {
 		e.deliver(t, sub, e.event(), nil)
@@ -138,11 +159,12 @@ func TestIntakeHold_AnotherReplicasSuccessClearsAHoldItDidNotWrite(t *testing.T)
 	// may take, here 2 min, plus a period) is far longer than this test
 	// waits.
 	e.stopEngine()
-	ids := make([]string, 20)
-	for i := range ids {
-		ids[i] = e.deliver(t, sub, e.event(), nil)
+	ids := awaitParking(t, e, sub)
+	parked := e.parkedCount(t, sub)
+	for range 20 {
+		ids = append(ids, e.deliver(t, sub, e.event(), nil))
 	}
-	waitFor(t, 10*time.Second, "the deliveries parked", func() bool { return e.parkedCount(t, sub) >= len(ids) })
+	waitFor(t, 10*time.Second, "the deliveries parked", func() bool { return e.parkedCount(t, sub) >= parked+20 })
 
 	// Another replica, which never saw the endpoint fail, sends the probe
 	// the bridge lets out once the hold's end passed: its success clears
